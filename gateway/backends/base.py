@@ -1,0 +1,98 @@
+"""The ``Backend`` protocol: one async method per canonical command the backend executes.
+
+Group membership and authentication are not here: the router sends them to
+``gateway.coordination`` and the user store. Offsets are here because every backend has a
+place to keep them (natively or in a file/internal topic); ``capabilities`` tells the router what
+the backend does natively.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import trio
+
+from gateway.model import (
+    Append,
+    AppendResult,
+    CommitOffset,
+    CommitOffsetResult,
+    CreatePartitions,
+    CreatePartitionsResult,
+    CreateStream,
+    CreateStreamResult,
+    CreateTopic,
+    CreateTopicResult,
+    DeleteOffset,
+    DeleteOffsetResult,
+    DeletePartitions,
+    DeletePartitionsResult,
+    DeleteStream,
+    DeleteStreamResult,
+    DeleteTopic,
+    DeleteTopicResult,
+    DescribeTopic,
+    DescribeTopicResult,
+    FetchOffset,
+    FetchOffsetResult,
+    ListOffsets,
+    ListOffsetsResult,
+    ListStreams,
+    ListStreamsResult,
+    ListTopics,
+    ListTopicsResult,
+    PurgeTopic,
+    PurgeTopicResult,
+    Read,
+    ReadResult,
+    Stats,
+    StatsResult,
+    UpdateTopic,
+    UpdateTopicResult,
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Capabilities:
+    native_groups: bool = False  # False: gateway.coordination runs the group protocol
+    native_offsets: bool = True  # False: gateway.coordination keeps offsets
+    timestamp_index: bool = True  # ListOffsets by timestamp without a scan
+    idempotent_producers: bool = False  # Append dedups by producer id and sequence
+    streams: bool = True  # namespaces; False: only the default stream
+    max_message_bytes: int = 64 << 20
+    # Wire formats the backend stores as-is (batches in them are never decoded on append).
+    wire_formats: frozenset[str] = field(default_factory=frozenset)
+
+
+@runtime_checkable
+class Backend(Protocol):
+    name: str  # label value: embedded, rabbitmq_stream, kafka, iggy
+    capabilities: Capabilities
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Open the backend, report started, run its background work until cancelled, close."""
+        ...
+
+    async def ping(self) -> None:
+        """Raise ``BackendUnavailable`` unless the backend answers (readiness)."""
+        ...
+
+    async def create_stream(self, cmd: CreateStream) -> CreateStreamResult: ...
+    async def delete_stream(self, cmd: DeleteStream) -> DeleteStreamResult: ...
+    async def list_streams(self, cmd: ListStreams) -> ListStreamsResult: ...
+    async def create_topic(self, cmd: CreateTopic) -> CreateTopicResult: ...
+    async def delete_topic(self, cmd: DeleteTopic) -> DeleteTopicResult: ...
+    async def list_topics(self, cmd: ListTopics) -> ListTopicsResult: ...
+    async def describe_topic(self, cmd: DescribeTopic) -> DescribeTopicResult: ...
+    async def update_topic(self, cmd: UpdateTopic) -> UpdateTopicResult: ...
+    async def create_partitions(self, cmd: CreatePartitions) -> CreatePartitionsResult: ...
+    async def delete_partitions(self, cmd: DeletePartitions) -> DeletePartitionsResult: ...
+    async def purge_topic(self, cmd: PurgeTopic) -> PurgeTopicResult: ...
+    async def append(self, cmd: Append) -> AppendResult: ...
+    async def read(self, cmd: Read) -> ReadResult: ...
+    async def list_offsets(self, cmd: ListOffsets) -> ListOffsetsResult: ...
+    async def commit_offset(self, cmd: CommitOffset) -> CommitOffsetResult: ...
+    async def fetch_offset(self, cmd: FetchOffset) -> FetchOffsetResult: ...
+    async def delete_offset(self, cmd: DeleteOffset) -> DeleteOffsetResult: ...
+    async def stats(self, cmd: Stats) -> StatsResult: ...

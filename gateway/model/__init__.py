@@ -1,0 +1,37 @@
+"""Canonical commands, results, messages, names and errors shared by every protocol and backend."""
+
+from . import batch_codec
+from .commands import *  # noqa: F403
+from .commands import __all__ as _commands_all
+from .errors import *  # noqa: F403
+from .errors import __all__ as _errors_all
+from .messages import (
+    Header,
+    HeaderKind,
+    Message,
+    MessageBatch,
+    WireBatch,
+    decode_wire,
+    register_wire_format,
+)
+from .names import DEFAULT_STREAM, MAX_NAME_LENGTH, Topic, check_name
+from .results import *  # noqa: F403
+from .results import __all__ as _results_all
+
+__all__ = [
+    "DEFAULT_STREAM",
+    "MAX_NAME_LENGTH",
+    "Header",
+    "HeaderKind",
+    "Message",
+    "MessageBatch",
+    "Topic",
+    "WireBatch",
+    "batch_codec",
+    "check_name",
+    "decode_wire",
+    "register_wire_format",
+    *_commands_all,
+    *_errors_all,
+    *_results_all,
+]

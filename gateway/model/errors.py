@@ -1,0 +1,171 @@
+"""One error hierarchy for every failure a command can have.
+
+``error_type`` is a bounded label (metrics) that every translator maps to its protocol's own error
+code; subclasses let a translator be more precise (unknown topic vs unknown partition).
+"""
+
+from __future__ import annotations
+
+ERROR_TYPES = (
+    "not_found",
+    "already_exists",
+    "invalid_request",
+    "too_large",
+    "offset_out_of_range",
+    "sequence_error",
+    "group_error",
+    "unauthorized",
+    "forbidden",
+    "backend_unavailable",
+    "timeout",
+    "unsupported",
+    "internal",
+)
+
+
+class GatewayError(Exception):
+    error_type = "internal"
+    retriable = False
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message or self.__class__.__name__)
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0])
+
+
+class NotFound(GatewayError):
+    error_type = "not_found"
+
+
+class UnknownStream(NotFound):
+    pass
+
+
+class UnknownTopic(NotFound):
+    pass
+
+
+class UnknownPartition(NotFound):
+    def __init__(self, message: str = "", *, partitions: int = 0) -> None:
+        super().__init__(message)
+        self.partitions = partitions
+
+
+class UnknownGroup(NotFound):
+    pass
+
+
+class AlreadyExists(GatewayError):
+    error_type = "already_exists"
+
+
+class StreamExists(AlreadyExists):
+    pass
+
+
+class TopicExists(AlreadyExists):
+    pass
+
+
+class InvalidRequest(GatewayError):
+    error_type = "invalid_request"
+
+
+class InvalidPartitions(InvalidRequest):
+    pass
+
+
+class CorruptMessage(InvalidRequest):
+    pass
+
+
+class MessageTooLarge(GatewayError):
+    error_type = "too_large"
+
+
+class OffsetOutOfRange(GatewayError):
+    error_type = "offset_out_of_range"
+
+    def __init__(self, message: str = "", *, log_start: int = 0, log_end: int = 0) -> None:
+        super().__init__(message)
+        self.log_start = log_start
+        self.log_end = log_end
+
+
+class SequenceError(GatewayError):
+    """Idempotent producer: a gap in sequence numbers (a duplicate is not an error)."""
+
+    error_type = "sequence_error"
+
+
+class ProducerFenced(SequenceError):
+    pass
+
+
+class GroupError(GatewayError):
+    error_type = "group_error"
+
+
+class RebalanceInProgress(GroupError):
+    retriable = True
+
+
+class IllegalGeneration(GroupError):
+    pass
+
+
+class UnknownMember(GroupError):
+    pass
+
+
+class Unauthorized(GatewayError):
+    error_type = "unauthorized"
+
+
+class Forbidden(GatewayError):
+    error_type = "forbidden"
+
+
+class BackendUnavailable(GatewayError):
+    error_type = "backend_unavailable"
+    retriable = True
+
+
+class Timeout(GatewayError):
+    error_type = "timeout"
+    retriable = True
+
+
+class Unsupported(GatewayError):
+    error_type = "unsupported"
+
+__all__ = [
+    "ERROR_TYPES",
+    "AlreadyExists",
+    "BackendUnavailable",
+    "CorruptMessage",
+    "Forbidden",
+    "GatewayError",
+    "GroupError",
+    "IllegalGeneration",
+    "InvalidPartitions",
+    "InvalidRequest",
+    "MessageTooLarge",
+    "NotFound",
+    "OffsetOutOfRange",
+    "ProducerFenced",
+    "RebalanceInProgress",
+    "SequenceError",
+    "StreamExists",
+    "Timeout",
+    "TopicExists",
+    "Unauthorized",
+    "UnknownGroup",
+    "UnknownMember",
+    "UnknownPartition",
+    "UnknownStream",
+    "UnknownTopic",
+    "Unsupported",
+]

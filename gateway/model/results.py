@@ -1,0 +1,255 @@
+"""Results of the canonical commands (``<Command>Result``) and the info records they carry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .commands import TopicConfig
+from .messages import MessageBatch
+from .names import Topic
+
+_frozen = dataclass(frozen=True, slots=True, kw_only=True)
+
+
+@_frozen
+class PartitionInfo:
+    partition: int
+    log_start_offset: int
+    next_offset: int  # high watermark: the offset the next message will get
+    size_bytes: int = 0
+    max_timestamp_us: int = 0
+
+
+@_frozen
+class TopicInfo:
+    topic: Topic
+    id: int
+    partitions: tuple[PartitionInfo, ...]
+    config: TopicConfig = field(default_factory=TopicConfig)
+    created_at_us: int = 0
+
+    @property
+    def partition_count(self) -> int:
+        return len(self.partitions)
+
+    @property
+    def message_count(self) -> int:
+        return sum(p.next_offset - p.log_start_offset for p in self.partitions)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(p.size_bytes for p in self.partitions)
+
+
+@_frozen
+class StreamInfo:
+    name: str
+    id: int
+    created_at_us: int = 0
+    topics: tuple[TopicInfo, ...] = ()
+
+
+@_frozen
+class CreateStreamResult:
+    info: StreamInfo
+
+
+@_frozen
+class DeleteStreamResult:
+    pass
+
+
+@_frozen
+class ListStreamsResult:
+    streams: tuple[StreamInfo, ...]
+
+
+@_frozen
+class CreateTopicResult:
+    info: TopicInfo
+
+
+@_frozen
+class DeleteTopicResult:
+    pass
+
+
+@_frozen
+class ListTopicsResult:
+    topics: tuple[TopicInfo, ...]
+
+
+@_frozen
+class DescribeTopicResult:
+    info: TopicInfo
+
+
+@_frozen
+class UpdateTopicResult:
+    info: TopicInfo
+
+
+@_frozen
+class CreatePartitionsResult:
+    info: TopicInfo
+
+
+@_frozen
+class DeletePartitionsResult:
+    info: TopicInfo
+
+
+@_frozen
+class PurgeTopicResult:
+    pass
+
+
+@_frozen
+class AppendResult:
+    base_offset: int
+    count: int
+    log_append_time_us: int
+    log_start_offset: int = 0
+    duplicate: bool = False  # an idempotent retry: nothing new stored, original offsets
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.count - 1
+
+
+@_frozen
+class ReadResult:
+    batches: tuple[MessageBatch, ...]
+    high_watermark: int
+    log_start_offset: int
+    waited_s: float = 0.0  # time spent long-polling (kept out of the work latency metric)
+
+    @property
+    def count(self) -> int:
+        return sum(len(b) for b in self.batches)
+
+
+@_frozen
+class ListOffsetsResult:
+    offset: int | None  # None: no message at or after the timestamp
+    timestamp_us: int = -1
+
+
+@_frozen
+class CommitOffsetResult:
+    pass
+
+
+@_frozen
+class FetchOffsetResult:
+    offset: int | None  # None: nothing committed
+    metadata: str = ""
+
+
+@_frozen
+class DeleteOffsetResult:
+    pass
+
+
+@_frozen
+class MemberInfo:
+    member_id: str
+    client_id: str = ""
+    client_host: str = ""
+    group_instance_id: str | None = None
+    metadata: bytes = b""
+    assignment: bytes = b""
+    partitions: tuple[tuple[Topic, int], ...] = ()  # server-side assignment (Iggy)
+
+
+@_frozen
+class JoinGroupResult:
+    generation: int
+    protocol_name: str
+    leader: str
+    member_id: str
+    members: tuple[MemberInfo, ...] = ()  # filled for the leader only
+
+
+@_frozen
+class SyncGroupResult:
+    assignment: bytes = b""
+    partitions: tuple[tuple[Topic, int], ...] = ()
+
+
+@_frozen
+class HeartbeatResult:
+    pass
+
+
+@_frozen
+class LeaveGroupResult:
+    pass
+
+
+@_frozen
+class GroupInfo:
+    group: str
+    state: str  # Empty, PreparingRebalance, CompletingRebalance, Stable, Dead
+    protocol_type: str = "consumer"
+    protocol: str = ""
+    members: tuple[MemberInfo, ...] = ()
+
+
+@_frozen
+class DescribeGroupResult:
+    info: GroupInfo
+
+
+@_frozen
+class ListGroupsResult:
+    groups: tuple[GroupInfo, ...]
+
+
+@_frozen
+class AuthenticateResult:
+    user_id: int
+    username: str
+
+
+@_frozen
+class StatsResult:
+    streams: int
+    topics: int
+    partitions: int
+    messages: int
+    size_bytes: int
+    consumer_groups: int = 0
+
+__all__ = [
+    "AppendResult",
+    "AuthenticateResult",
+    "CommitOffsetResult",
+    "CreatePartitionsResult",
+    "CreateStreamResult",
+    "CreateTopicResult",
+    "DeleteOffsetResult",
+    "DeletePartitionsResult",
+    "DeleteStreamResult",
+    "DeleteTopicResult",
+    "DescribeGroupResult",
+    "DescribeTopicResult",
+    "FetchOffsetResult",
+    "GroupInfo",
+    "HeartbeatResult",
+    "JoinGroupResult",
+    "LeaveGroupResult",
+    "ListGroupsResult",
+    "ListOffsetsResult",
+    "ListStreamsResult",
+    "ListTopicsResult",
+    "MemberInfo",
+    "PartitionInfo",
+    "PurgeTopicResult",
+    "ReadResult",
+    "StatsResult",
+    "StreamInfo",
+    "SyncGroupResult",
+    "TopicInfo",
+    "UpdateTopicResult",
+]

@@ -1,0 +1,1 @@
+"""Sans-I/O wire codecs: bytes <-> typed frames, one package per protocol, both roles."""
