@@ -15,11 +15,15 @@ from .messages import (
     register_wire_format,
 )
 from .names import DEFAULT_STREAM, MAX_NAME_LENGTH, Topic, check_name
+from .options import Acks, OffsetSpec, TopicConfig
 from .results import *  # noqa: F403
 from .results import __all__ as _results_all
 
 __all__ = [
     "DEFAULT_STREAM",
+    "Acks",
+    "OffsetSpec",
+    "TopicConfig",
     "MAX_NAME_LENGTH",
     "Header",
     "HeaderKind",

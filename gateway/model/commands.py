@@ -6,69 +6,43 @@ NEXT offset to read; translators convert from their protocol's convention (DESIG
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
+from . import results as r
 from .messages import MessageBatch
 from .names import Topic
+from .options import Acks, OffsetSpec, TopicConfig
 
-_frozen = dataclass(frozen=True, slots=True, kw_only=True)
+R = TypeVar("R")
 
-
-class Acks(enum.Enum):
-    NONE = "none"  # the client wants no answer; the backend still has to accept it
-    LEADER = "leader"
-    ALL = "all"
-
-
-class OffsetSpec(enum.Enum):
-    EARLIEST = "earliest"
-    LATEST = "latest"  # the next offset to be written (high watermark)
-    TIMESTAMP = "timestamp"  # first offset whose timestamp >= timestamp_us
-    MAX_TIMESTAMP = "max_timestamp"
-
-
-@_frozen
-class TopicConfig:
-    """Per-topic settings; ``None`` = the backend's default, -1 = unlimited."""
-
-    retention_ms: int | None = None
-    retention_bytes: int | None = None  # per partition, as in Kafka
-    segment_bytes: int | None = None
-    max_message_bytes: int | None = None
-    compression: str | None = None
-    extra: Mapping[str, str] = field(default_factory=dict)  # settings the gateway only stores
-
-
-class Command:
-    """Base of all commands."""
+class Command(Generic[R]):
+    """Base of all commands; ``R`` is the result type, so ``router.execute`` is typed."""
 
     __slots__ = ()
     name: ClassVar[str]
 
 
-@_frozen
-class CreateStream(Command):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreateStream(Command[r.CreateStreamResult]):
     name: ClassVar[str] = "create_stream"
     stream: str
     id: int | None = None  # protocols that let the client choose numeric ids (Iggy)
 
 
-@_frozen
-class DeleteStream(Command):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteStream(Command[r.DeleteStreamResult]):
     name: ClassVar[str] = "delete_stream"
     stream: str
 
 
-@_frozen
-class ListStreams(Command):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ListStreams(Command[r.ListStreamsResult]):
     name: ClassVar[str] = "list_streams"
 
 
-@_frozen
-class CreateTopic(Command):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreateTopic(Command[r.CreateTopicResult]):
     name: ClassVar[str] = "create_topic"
     topic: Topic
     partitions: int
@@ -77,33 +51,33 @@ class CreateTopic(Command):
     create_stream: bool = True  # create the stream on the fly (Kafka, Rog have no stream verb)
 
 
-@_frozen
-class DeleteTopic(Command):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteTopic(Command[r.DeleteTopicResult]):
     name: ClassVar[str] = "delete_topic"
     topic: Topic
 
 
-@_frozen
-class ListTopics(Command):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ListTopics(Command[r.ListTopicsResult]):
     name: ClassVar[str] = "list_topics"
     stream: str | None = None  # None = every stream
 
 
-@_frozen
-class DescribeTopic(Command):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeTopic(Command[r.DescribeTopicResult]):
     name: ClassVar[str] = "describe_topic"
     topic: Topic
 
 
-@_frozen
-class UpdateTopic(Command):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpdateTopic(Command[r.UpdateTopicResult]):
     name: ClassVar[str] = "update_topic"
     topic: Topic
     config: TopicConfig
 
 
-@_frozen
-class CreatePartitions(Command):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreatePartitions(Command[r.CreatePartitionsResult]):
     """Grow the topic to ``total`` partitions (Kafka's convention; Iggy's "add n" converts)."""
 
     name: ClassVar[str] = "create_partitions"
@@ -111,8 +85,8 @@ class CreatePartitions(Command):
     total: int
 
 
-@_frozen
-class DeletePartitions(Command):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeletePartitions(Command[r.DeletePartitionsResult]):
     """Shrink the topic to ``total`` partitions, dropping the highest-numbered ones (Iggy)."""
 
     name: ClassVar[str] = "delete_partitions"
@@ -120,16 +94,16 @@ class DeletePartitions(Command):
     total: int
 
 
-@_frozen
-class PurgeTopic(Command):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PurgeTopic(Command[r.PurgeTopicResult]):
     """Drop every message; offsets go on from where they were (Iggy purge, DeleteRecords)."""
 
     name: ClassVar[str] = "purge_topic"
     topic: Topic
 
 
-@_frozen
-class Append(Command):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Append(Command[r.AppendResult]):
     name: ClassVar[str] = "append"
     topic: Topic
     partition: int
@@ -142,8 +116,8 @@ class Append(Command):
     base_sequence: int = -1
 
 
-@_frozen
-class Read(Command):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Read(Command[r.ReadResult]):
     """Messages from ``offset`` on; waits up to ``max_wait_ms`` until ``min_bytes`` are there."""
 
     name: ClassVar[str] = "read"
@@ -159,8 +133,8 @@ class Read(Command):
     whole_batches: bool = False
 
 
-@_frozen
-class ListOffsets(Command):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ListOffsets(Command[r.ListOffsetsResult]):
     name: ClassVar[str] = "list_offsets"
     topic: Topic
     partition: int
@@ -168,8 +142,8 @@ class ListOffsets(Command):
     timestamp_us: int = 0
 
 
-@_frozen
-class CommitOffset(Command):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommitOffset(Command[r.CommitOffsetResult]):
     name: ClassVar[str] = "commit_offset"
     group: str
     topic: Topic
@@ -178,24 +152,24 @@ class CommitOffset(Command):
     metadata: str = ""
 
 
-@_frozen
-class FetchOffset(Command):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchOffset(Command[r.FetchOffsetResult]):
     name: ClassVar[str] = "fetch_offset"
     group: str
     topic: Topic
     partition: int
 
 
-@_frozen
-class DeleteOffset(Command):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteOffset(Command[r.DeleteOffsetResult]):
     name: ClassVar[str] = "delete_offset"
     group: str
     topic: Topic
     partition: int
 
 
-@_frozen
-class JoinGroup(Command):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JoinGroup(Command[r.JoinGroupResult]):
     """Kafka-style membership; ``topics`` set = the gateway assigns partitions itself (Iggy)."""
 
     name: ClassVar[str] = "join_group"
@@ -211,8 +185,8 @@ class JoinGroup(Command):
     topics: tuple[Topic, ...] = ()
 
 
-@_frozen
-class SyncGroup(Command):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SyncGroup(Command[r.SyncGroupResult]):
     name: ClassVar[str] = "sync_group"
     group: str
     stream: str
@@ -221,8 +195,8 @@ class SyncGroup(Command):
     assignments: tuple[tuple[str, bytes], ...] = ()  # from the leader: member id -> assignment
 
 
-@_frozen
-class Heartbeat(Command):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Heartbeat(Command[r.HeartbeatResult]):
     name: ClassVar[str] = "heartbeat"
     group: str
     stream: str
@@ -230,47 +204,51 @@ class Heartbeat(Command):
     member_id: str
 
 
-@_frozen
-class LeaveGroup(Command):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaveGroup(Command[r.LeaveGroupResult]):
     name: ClassVar[str] = "leave_group"
     group: str
     stream: str
     member_ids: tuple[str, ...]
 
 
-@_frozen
-class DescribeGroup(Command):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeGroup(Command[r.DescribeGroupResult]):
     name: ClassVar[str] = "describe_group"
     group: str
     stream: str
 
 
-@_frozen
-class ListGroups(Command):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ListGroups(Command[r.ListGroupsResult]):
     name: ClassVar[str] = "list_groups"
     stream: str | None = None
 
 
-@_frozen
-class Authenticate(Command):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Authenticate(Command[r.AuthenticateResult]):
     name: ClassVar[str] = "authenticate"
     mechanism: str  # "PLAIN" or "TOKEN"
     username: str = ""
     secret: bytes = b""
 
 
-@_frozen
-class Stats(Command):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Stats(Command[r.StatsResult]):
     name: ClassVar[str] = "stats"
 
 
+def _leaves(cls: type[Any]) -> list[type[Any]]:
+    subs = cls.__subclasses__()
+    return [c for c in subs if hasattr(c, "name")] + [x for c in subs for x in _leaves(c)]
+
+
 COMMAND_NAMES: tuple[str, ...] = tuple(
-    sorted({c.name for c in Command.__subclasses__()})  # every leaf is a direct subclass
+    sorted({c.name for c in _leaves(Command)})  # every leaf is a direct subclass
 )
 
 __all__ = [
     "COMMAND_NAMES",
-    "Acks",
     "Append",
     "Authenticate",
     "Command",
@@ -292,11 +270,9 @@ __all__ = [
     "ListOffsets",
     "ListStreams",
     "ListTopics",
-    "OffsetSpec",
     "PurgeTopic",
     "Read",
     "Stats",
     "SyncGroup",
-    "TopicConfig",
     "UpdateTopic",
 ]

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .commands import TopicConfig
 from .messages import MessageBatch
 from .names import Topic
+from .options import TopicConfig
 
-_frozen = dataclass(frozen=True, slots=True, kw_only=True)
 
-
-@_frozen
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PartitionInfo:
     partition: int
     log_start_offset: int
@@ -20,7 +18,7 @@ class PartitionInfo:
     max_timestamp_us: int = 0
 
 
-@_frozen
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TopicInfo:
     topic: Topic
     id: int
@@ -41,7 +39,7 @@ class TopicInfo:
         return sum(p.size_bytes for p in self.partitions)
 
 
-@_frozen
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StreamInfo:
     name: str
     id: int
@@ -49,62 +47,62 @@ class StreamInfo:
     topics: tuple[TopicInfo, ...] = ()
 
 
-@_frozen
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CreateStreamResult:
     info: StreamInfo
 
 
-@_frozen
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DeleteStreamResult:
     pass
 
 
-@_frozen
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ListStreamsResult:
     streams: tuple[StreamInfo, ...]
 
 
-@_frozen
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CreateTopicResult:
     info: TopicInfo
 
 
-@_frozen
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DeleteTopicResult:
     pass
 
 
-@_frozen
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ListTopicsResult:
     topics: tuple[TopicInfo, ...]
 
 
-@_frozen
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DescribeTopicResult:
     info: TopicInfo
 
 
-@_frozen
+@dataclass(frozen=True, slots=True, kw_only=True)
 class UpdateTopicResult:
     info: TopicInfo
 
 
-@_frozen
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CreatePartitionsResult:
     info: TopicInfo
 
 
-@_frozen
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DeletePartitionsResult:
     info: TopicInfo
 
 
-@_frozen
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PurgeTopicResult:
     pass
 
 
-@_frozen
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AppendResult:
     base_offset: int
     count: int
@@ -117,7 +115,7 @@ class AppendResult:
         return self.base_offset + self.count - 1
 
 
-@_frozen
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ReadResult:
     batches: tuple[MessageBatch, ...]
     high_watermark: int
@@ -129,29 +127,29 @@ class ReadResult:
         return sum(len(b) for b in self.batches)
 
 
-@_frozen
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ListOffsetsResult:
     offset: int | None  # None: no message at or after the timestamp
     timestamp_us: int = -1
 
 
-@_frozen
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CommitOffsetResult:
     pass
 
 
-@_frozen
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FetchOffsetResult:
     offset: int | None  # None: nothing committed
     metadata: str = ""
 
 
-@_frozen
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DeleteOffsetResult:
     pass
 
 
-@_frozen
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MemberInfo:
     member_id: str
     client_id: str = ""
@@ -162,7 +160,7 @@ class MemberInfo:
     partitions: tuple[tuple[Topic, int], ...] = ()  # server-side assignment (Iggy)
 
 
-@_frozen
+@dataclass(frozen=True, slots=True, kw_only=True)
 class JoinGroupResult:
     generation: int
     protocol_name: str
@@ -171,23 +169,23 @@ class JoinGroupResult:
     members: tuple[MemberInfo, ...] = ()  # filled for the leader only
 
 
-@_frozen
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SyncGroupResult:
     assignment: bytes = b""
     partitions: tuple[tuple[Topic, int], ...] = ()
 
 
-@_frozen
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HeartbeatResult:
     pass
 
 
-@_frozen
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LeaveGroupResult:
     pass
 
 
-@_frozen
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GroupInfo:
     group: str
     state: str  # Empty, PreparingRebalance, CompletingRebalance, Stable, Dead
@@ -196,23 +194,23 @@ class GroupInfo:
     members: tuple[MemberInfo, ...] = ()
 
 
-@_frozen
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DescribeGroupResult:
     info: GroupInfo
 
 
-@_frozen
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ListGroupsResult:
     groups: tuple[GroupInfo, ...]
 
 
-@_frozen
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AuthenticateResult:
     user_id: int
     username: str
 
 
-@_frozen
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StatsResult:
     streams: int
     topics: int

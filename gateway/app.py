@@ -1,0 +1,155 @@
+"""Wires config -> backend -> router -> listeners -> admin HTTP in one nursery (STYLE.md)."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import structlog
+import trio
+from prometheus_client import CollectorRegistry
+
+from gateway.admin_http import Health, serve_admin
+from gateway.backends import Backend
+from gateway.backends.url import create_backend
+from gateway.config import Config
+from gateway.listeners.rog import RogService
+from gateway.listeners.session import Drain, Handler, Limits, ListenerInfo, serve_protocol
+from gateway.metrics import Metrics
+from gateway.router import Router
+
+log = structlog.get_logger("streamgate.app")
+
+
+@dataclass(slots=True)
+class Running:
+    """What ``serve_gateway`` reports once everything is bound."""
+
+    listeners: list[ListenerInfo] = field(default_factory=list)
+    admin: tuple[str, int] | None = None
+    metrics: Metrics | None = None
+    backend: Backend | None = None
+    drain: Drain | None = None
+    health: Health | None = None
+
+    def address(self, protocol: str) -> tuple[str, int]:
+        for info in self.listeners:
+            if info.protocol == protocol:
+                return info.addresses[0]
+        raise KeyError(protocol)
+
+    def shutdown(self) -> None:
+        """Begin the graceful shutdown: not ready, stop accepting, drain, then return."""
+        assert self.drain is not None and self.health is not None
+        self.health.draining = True
+        self.drain.start()
+
+
+def _optional(value: int) -> int | None:
+    return None if value < 0 else value
+
+
+def build_backend(config: Config) -> Backend:
+    b = config.backend
+    return create_backend(
+        b.url,
+        fsync=b.fsync,
+        segment_bytes=b.segment_bytes,
+        retention_ms=_optional(b.retention_ms),
+        retention_bytes=_optional(b.retention_bytes),
+        max_message_bytes=b.max_message_bytes,
+    )
+
+
+async def serve_gateway(
+    config: Config,
+    *,
+    registry: CollectorRegistry | None = None,
+    backend: Backend | None = None,
+    task_status: trio.TaskStatus[Running] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run the whole gateway until cancelled or until ``Running.shutdown()`` has drained it."""
+    backend = backend if backend is not None else build_backend(config)
+    metrics = Metrics(registry, backend=backend.name)
+    limits = Limits(
+        max_frame_bytes=config.limits.max_frame_bytes,
+        max_connections=config.limits.max_connections,
+        idle_timeout_s=config.limits.idle_timeout_s,
+        drain_timeout_s=config.limits.drain_timeout_s,
+    )
+    router = Router(backend, metrics)
+    health = Health(ping=backend.ping)
+    drain = Drain()
+    running = Running(metrics=metrics, backend=backend, drain=drain, health=health)
+    services: list[tuple[str, Handler, int, str]] = []
+    rog = config.listeners.rog
+    if rog.enabled:
+        service = RogService(router, max_frame_bytes=limits.max_frame_bytes)
+        services.append(("rog", service.handler(), rog.port, config.listener_host(rog)))
+
+    async with trio.open_nursery() as outer:
+        await outer.start(backend.run)
+        async with trio.open_nursery() as nursery:
+            for protocol, handler, port, host in services:
+                info = await nursery.start(
+                    _serve, protocol, handler, host, port, metrics, limits, drain
+                )
+                running.listeners.append(info)
+            if config.admin.enabled:
+                host = config.admin.host or config.host
+                running.admin = await outer.start(
+                    _admin, host, config.admin.port, metrics, health
+                )
+            health.listeners_bound = True
+            log.info(
+                "streamgate ready",
+                backend=backend.name,
+                listeners={i.protocol: f"{i.addresses[0][0]}:{i.addresses[0][1]}"
+                           for i in running.listeners},
+                admin=None if running.admin is None else f"{running.admin[0]}:{running.admin[1]}",
+            )  # fmt: skip
+            task_status.started(running)
+        # Every listener has drained (or was cancelled): stop the admin server and the backend.
+        outer.cancel_scope.cancel()
+
+
+async def _serve(
+    protocol: str,
+    handler: Handler,
+    host: str,
+    port: int,
+    metrics: Metrics,
+    limits: Limits,
+    drain: Drain,
+    task_status: trio.TaskStatus[ListenerInfo] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    await serve_protocol(
+        protocol, handler, host=host, port=port, metrics=metrics, limits=limits, drain=drain,
+        task_status=task_status,
+    )  # fmt: skip
+
+
+async def _admin(
+    host: str,
+    port: int,
+    metrics: Metrics,
+    health: Health,
+    task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    await serve_admin(host=host, port=port, metrics=metrics, health=health, task_status=task_status)
+
+
+async def run_until_signalled(
+    config: Config, on_ready: Callable[[Running], None] | None = None
+) -> None:
+    """``streamgate run``: serve until SIGINT/SIGTERM, then drain and exit cleanly."""
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            running: Running = await nursery.start(serve_gateway, config)
+            if on_ready is not None:
+                on_ready(running)
+            async for signum in signals:
+                log.info("shutting down", signal=signal.Signals(signum).name)
+                running.shutdown()
+                break

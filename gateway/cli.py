@@ -1,0 +1,111 @@
+"""``streamgate``: run the gateway, or benchmark the embedded store."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+import trio
+
+from gateway import __version__
+from gateway.config import ConfigError, load, parse_assignment
+
+# Shortcuts for the settings people change most; anything else: --set key=value.
+_RUN_FLAGS: tuple[tuple[str, str, str], ...] = (
+    ("--backend", "backend.url", "backend URL, e.g. embedded:./data"),
+    ("--host", "host", "address the listeners bind (default 127.0.0.1)"),
+    ("--advertised-host", "advertised_host", "host discovery answers carry"),
+    ("--fsync", "backend.fsync", "embedded store: always | interval:<ms> | never"),
+    ("--rog-port", "listeners.rog.port", "Rog listener port (default 7878, 0 = any)"),
+    ("--admin-port", "admin.port", "metrics/health HTTP port (default 9464, 0 = any)"),
+    ("--log-level", "log.level", "debug | info | warning | error"),
+    ("--log-format", "log.format", "auto | console | json"),
+)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="streamgate", description=__doc__)
+    p.add_argument("--version", action="version", version=f"streamgate {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run every listener and the admin HTTP server")
+    run.add_argument("--config", "-c", default=os.environ.get("STREAMGATE_CONFIG"),
+                     help="TOML config file (env STREAMGATE_CONFIG)")  # fmt: skip
+    for flag, key, text in _RUN_FLAGS:
+        run.add_argument(flag, dest=key, metavar=key.rsplit(".", 1)[-1].upper(), help=text)
+    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                     help="any setting by its dotted name, e.g. limits.idle_timeout_s=30")  # fmt: skip
+
+    bench = sub.add_parser("bench", help="measure throughput (not a test)")
+    bench_sub = bench.add_subparsers(dest="target", required=True)
+    emb = bench_sub.add_parser("embedded", help="append and read the embedded log directly")
+    emb.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
+    emb.add_argument("--sizes", default="100,1024", help="message sizes in bytes, e.g. 100,1024")
+    emb.add_argument("--batch", type=int, default=1000, help="messages per append")
+    emb.add_argument("--messages", type=int, default=500_000, help="messages per size")
+    emb.add_argument("--fsync", default="never", help="always | interval:<ms> | never")
+    return p
+
+
+def _run(args: argparse.Namespace) -> int:
+    from gateway.app import Running, run_until_signalled
+    from gateway.logs import configure_logging
+
+    overrides: dict[str, Any] = {key: getattr(args, key) for _, key, _ in _RUN_FLAGS
+                                 if getattr(args, key) is not None}  # fmt: skip
+    try:
+        overrides.update(parse_assignment(a) for a in args.set)
+        config = load(args.config, environ=os.environ, overrides=overrides)
+    except ConfigError as exc:
+        print(f"streamgate: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(config.log.level, config.log.format)
+
+    def announce(running: Running) -> None:
+        # One line per endpoint on stdout: people read it, scripts and tests parse it.
+        for info in running.listeners:
+            for host, port in info.addresses:
+                print(f"{info.protocol} listening on {host}:{port}", flush=True)
+        if running.admin is not None:
+            host, port = running.admin
+            print(f"admin listening on http://{host}:{port} (/metrics /livez /readyz)", flush=True)
+
+    try:
+        trio.run(run_until_signalled, config, announce)
+    except OSError as exc:
+        print(f"streamgate: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from gateway.bench.embedded import bench_embedded, format_result
+
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    with tempfile.TemporaryDirectory(dir=args.dir, prefix="streamgate-bench-") as tmp:
+        for size in sizes:
+            run = functools.partial(
+                bench_embedded, tmp, message_size=size, batch_size=args.batch,
+                total_messages=args.messages, fsync=args.fsync,
+            )  # fmt: skip
+            result = trio.run(run)
+            print(format_result(result), flush=True)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "run":
+        return _run(args)
+    if args.command == "bench":
+        return _bench(args)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""Configuration: defaults, then one TOML file, then ``STREAMGATE_*`` env vars, then flags.
+
+Every key has a dotted name (``backend.url``, ``listeners.rog.port``); its env var is
+``STREAMGATE_`` + the name upper-cased with dots as underscores (``STREAMGATE_BACKEND_URL``,
+``STREAMGATE_LISTENERS_ROG_PORT``), and ``--set listeners.rog.port=7879`` sets it from the
+command line. Unknown keys are errors, so a typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import types
+import typing
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass(slots=True)
+class ListenerConfig:
+    enabled: bool = True
+    host: str = ""  # "" = the top-level host
+    port: int = 0
+
+
+@dataclass(slots=True)
+class ListenersConfig:
+    rog: ListenerConfig = field(default_factory=lambda: ListenerConfig(port=7878))
+
+
+@dataclass(slots=True)
+class BackendConfig:
+    url: str = "embedded:./data"
+    # embedded: always | interval:<ms> | never (see gateway/backends/embedded/fsync.py)
+    fsync: str = "interval:1000"
+    segment_bytes: int = 64 << 20
+    retention_ms: int = -1  # -1 = keep for ever (topics may set their own)
+    retention_bytes: int = -1
+    max_message_bytes: int = 16 << 20
+
+
+@dataclass(slots=True)
+class AdminConfig:
+    enabled: bool = True
+    host: str = ""
+    port: int = 9464
+
+
+@dataclass(slots=True)
+class LimitsConfig:
+    max_frame_bytes: int = 64 << 20
+    max_connections: int = 4096
+    idle_timeout_s: float = 600.0
+    drain_timeout_s: float = 10.0
+
+
+@dataclass(slots=True)
+class LogConfig:
+    level: str = "info"
+    format: str = "auto"  # auto | console | json
+
+
+@dataclass(slots=True)
+class Config:
+    host: str = "127.0.0.1"  # where listeners bind unless they say otherwise
+    advertised_host: str = ""  # what discovery answers carry; "" = the bind host
+    backend: BackendConfig = field(default_factory=BackendConfig)
+    listeners: ListenersConfig = field(default_factory=ListenersConfig)
+    admin: AdminConfig = field(default_factory=AdminConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+
+    def listener_host(self, listener: ListenerConfig) -> str:
+        return listener.host or self.host
+
+
+def _leaves(obj: Any, prefix: str = "") -> Iterator[tuple[str, Any, Any, str]]:
+    """(dotted key, owner object, type, attribute) for every scalar setting."""
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        key = f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(value):
+            yield from _leaves(value, key + ".")
+        else:
+            yield key, obj, hints[f.name], f.name
+
+
+def keys() -> list[str]:
+    return [k for k, *_ in _leaves(Config())]
+
+
+def _coerce(key: str, typ: Any, raw: Any) -> Any:
+    if isinstance(typ, types.UnionType):
+        typ = next(t for t in typing.get_args(typ) if t is not type(None))
+    if typ is bool:
+        if isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str) and raw.lower() in ("1", "true", "yes", "on"):
+            return True
+        if isinstance(raw, str) and raw.lower() in ("0", "false", "no", "off"):
+            return False
+    elif typ is int:
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str):
+            try:
+                return int(raw.replace("_", ""), 0)
+            except ValueError:
+                pass
+    elif typ is float:
+        if isinstance(raw, int | float) and not isinstance(raw, bool):
+            return float(raw)
+        if isinstance(raw, str):
+            try:
+                return float(raw)
+            except ValueError:
+                pass
+    elif typ is str and isinstance(raw, str):
+        return raw
+    raise ConfigError(f"{key}: expected {getattr(typ, '__name__', typ)}, got {raw!r}")
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for k, v in table.items():
+        if isinstance(v, Mapping):
+            yield from _flatten(v, f"{prefix}{k}.")
+        else:
+            yield f"{prefix}{k}", v
+
+
+def apply(config: Config, values: Mapping[str, Any], source: str) -> None:
+    slots = {k: (owner, typ, attr) for k, owner, typ, attr in _leaves(config)}
+    for key, raw in values.items():
+        if key not in slots:
+            raise ConfigError(f"{source}: unknown setting {key!r}")
+        owner, typ, attr = slots[key]
+        setattr(owner, attr, _coerce(f"{source}: {key}", typ, raw))
+
+
+def env_name(key: str) -> str:
+    return "STREAMGATE_" + key.replace(".", "_").upper()
+
+
+def load(
+    path: str | Path | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Config:
+    config = Config()
+    if path is not None:
+        try:
+            with open(path, "rb") as f:
+                table = tomllib.load(f)
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"{path}: {exc}") from exc
+        apply(config, dict(_flatten(table)), str(path))
+    if environ is not None:
+        known = {env_name(k): k for k in keys()}
+        apply(
+            config,
+            {known[name]: v for name, v in environ.items() if name in known},
+            "environment",
+        )
+        stray = sorted(
+            n for n in environ if n.startswith("STREAMGATE_") and n not in known
+            and n != "STREAMGATE_CONFIG"
+        )  # fmt: skip
+        if stray:
+            raise ConfigError(f"environment: unknown setting(s) {', '.join(stray)}")
+    if overrides:
+        apply(config, overrides, "command line")
+    return config
+
+
+def parse_assignment(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"--set expects key=value, got {text!r}")
+    return key.strip(), value.strip()

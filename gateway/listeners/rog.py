@@ -1,0 +1,124 @@
+"""Rog listener (default port 7878): one request per connection, answered once, then closed.
+
+Better than the real server where it is broken (rog.md §1, §4): a publish is acknowledged only
+after the backend stored it, a body is never stored before it has fully arrived, a huge declared
+size is refused before anything is allocated, and unknown partitions on fetch/ack get the
+publish error text instead of a silent close.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+
+import trio
+
+from gateway.listeners.session import Connection, Handler
+from gateway.model import GatewayError, OffsetOutOfRange
+from gateway.router import RequestContext, Router
+from gateway.translate import rog as tr
+from protocols._wire import NEED_DATA, RemoteProtocolError
+from protocols.rog import (
+    COMMAND_NOT_CREATED,
+    CONNECTION_CLOSED,
+    NO_DATA_LEFT,
+    Ack,
+    CreateLog,
+    Error,
+    Fetch,
+    Ok,
+    Publish,
+    Request,
+    Response,
+    RogServerCodec,
+    UnknownCommand,
+)
+
+
+class RogService:
+    def __init__(self, router: Router, *, max_frame_bytes: int) -> None:
+        self.router = router
+        self.max_frame_bytes = max_frame_bytes
+        # fetch-then-commit must not interleave for one (log, partition, group), or two acks
+        # from two connections could both move the offset from the same value.
+        self._group_locks: defaultdict[tuple[str, int, str], trio.Lock] = defaultdict(trio.Lock)
+
+    def handler(self) -> Handler:
+        return self.handle
+
+    async def handle(self, conn: Connection) -> None:
+        codec = RogServerCodec(self.max_frame_bytes)
+        while True:
+            try:
+                frame = codec.next_frame()
+            except RemoteProtocolError as exc:
+                if isinstance(exc.hint, Error):
+                    await conn.send(codec.send(exc.hint))
+                raise
+            if frame is NEED_DATA:
+                data = await conn.receive()
+                if data:
+                    codec.receive_data(data)
+                else:
+                    codec.receive_eof()
+                continue
+            if frame is CONNECTION_CLOSED:
+                return
+            wire_command = tr.WIRE_COMMANDS.get(type(frame), "unknown")
+            t0 = time.perf_counter()
+            inflight = conn.metrics.inflight_requests.labels(tr.PROTOCOL)
+            inflight.inc()
+            ctx = RequestContext(tr.PROTOCOL, wire_command)
+            try:
+                response = await self.respond(frame, ctx)
+            finally:
+                inflight.dec()
+            await conn.send(codec.send(response))
+            conn.metrics.gateway_overhead.labels(tr.PROTOCOL, wire_command).observe(
+                max(0.0, time.perf_counter() - t0 - ctx.command_s)
+            )
+            # One request per connection, as the real server (rog.md §1); what follows the
+            # request is ignored, and the connection closes once the reply is flushed.
+            return
+
+    async def respond(self, req: Request, ctx: RequestContext) -> Response:
+        if isinstance(req, UnknownCommand):
+            return Error(text=COMMAND_NOT_CREATED)
+        try:
+            return await self._execute(req, ctx)
+        except GatewayError as exc:
+            return tr.error_response(req, exc)
+
+    async def _execute(
+        self, req: CreateLog | Publish | Fetch | Ack, ctx: RequestContext
+    ) -> Response:
+        execute = self.router.execute
+        if isinstance(req, CreateLog):
+            cmd = tr.create_topic(req)
+            if isinstance(cmd, Error):
+                return cmd
+            await execute(cmd, ctx)
+            return Ok()
+        if isinstance(req, Publish):
+            await execute(tr.append(req), ctx)
+            return Ok()
+        async with self._group_locks[(req.name, req.partition, req.group)]:
+            committed = (await execute(tr.fetch_offset(req), ctx)).offset
+            offset = committed or 0
+            try:
+                result = await execute(tr.read_one(req, offset), ctx)
+            except OffsetOutOfRange as exc:
+                if offset >= exc.log_start:
+                    return Error(text=NO_DATA_LEFT)
+                # Retention removed what the group had not read yet: go on from the oldest
+                # message kept (what Kafka's auto.offset.reset=earliest does).
+                result = await execute(tr.read_one(req, exc.log_start), ctx)
+            messages = tuple(m for b in result.batches for m in b.messages)[:1]
+            if isinstance(req, Fetch):
+                return tr.first_message(messages)
+            if not messages:
+                # The real server moves the offset past the end anyway and then silently skips
+                # the next message published (rog.md §4); refusing is the useful answer.
+                return Error(text=NO_DATA_LEFT)
+            await execute(tr.commit_next(req, messages[0].offset), ctx)
+            return Ok()

@@ -1,0 +1,272 @@
+"""The generic trio connection pump every protocol listener runs on.
+
+One nursery per connection; exactly one task writes to the socket (the protocol's handler hands
+it bytes through a bounded memory channel, which is the backpressure: a client that does not
+read makes its own handler wait, nobody else). Limits: max connections, max frame size (the
+codec checks it), idle timeout. A failing connection is logged and closed alone; it never takes
+the listener down. On shutdown the listener stops accepting and every connection finishes the
+request it is working on, then closes (drain).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import cast
+
+import structlog
+import trio
+
+from gateway.metrics import Metrics
+from protocols._wire import FrameTooLarge, ProtocolError
+
+log = structlog.get_logger("streamgate.session")
+_conn_ids = itertools.count(1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Limits:
+    max_frame_bytes: int = 64 << 20
+    max_connections: int = 4096
+    idle_timeout_s: float = 600.0  # Kafka's connections.max.idle.ms default
+    send_queue_frames: int = 64
+    drain_timeout_s: float = 10.0
+
+
+class IdleTimeout(Exception):
+    pass
+
+
+@dataclass(slots=True)
+class Drain:
+    """Set once on shutdown: listeners stop accepting, connections finish and close."""
+
+    event: trio.Event = field(default_factory=trio.Event)
+    connections: set[Connection] = field(default_factory=set)
+
+    def start(self) -> None:
+        self.event.set()
+        for conn in list(self.connections):
+            conn.drain()
+
+    @property
+    def draining(self) -> bool:
+        return self.event.is_set()
+
+
+class Connection:
+    """What a protocol handler sees: bytes in, bytes out through the one writer, a logger."""
+
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        send_channel: trio.MemorySendChannel[bytes],
+        *,
+        protocol: str,
+        conn_id: int,
+        peer: str,
+        metrics: Metrics,
+        limits: Limits,
+    ) -> None:
+        self.stream = stream
+        self.protocol = protocol
+        self.conn_id = conn_id
+        self.peer = peer
+        self.metrics = metrics
+        self.limits = limits
+        self.log = log.bind(conn_id=conn_id, peer=peer, protocol=protocol)
+        self._send = send_channel
+        self._bytes_in = metrics.bytes_received.labels(protocol)
+        self._bytes_out = metrics.bytes_sent.labels(protocol)
+        self._paused = metrics.paused_reads.labels(protocol)
+        self._draining = False
+        self._receive_scope: trio.CancelScope | None = None
+
+    def bind(self, **context: object) -> None:
+        """Add context (user, client id) to every later log line of this connection."""
+        self.log = self.log.bind(**context)
+
+    async def receive(self) -> bytes:
+        """The next bytes from the client; b"" at EOF or when the gateway is draining."""
+        if self._draining:
+            return b""
+        idle = self.limits.idle_timeout_s
+        with trio.CancelScope() as scope:
+            self._receive_scope = scope
+            with trio.move_on_after(idle if idle > 0 else math.inf) as idle_scope:
+                data = cast(bytes, await self.stream.receive_some(65536))
+            self._receive_scope = None
+            if idle_scope.cancelled_caught:
+                raise IdleTimeout(f"no request for {idle} s")
+            self._bytes_in.inc(len(data))
+            return data
+        return b""  # cancelled by drain()
+
+    async def send(self, data: bytes) -> None:
+        """Queue bytes for the writer; waits (pausing this connection) when the queue is full."""
+        if not data:
+            return
+        if self._send.statistics().current_buffer_used >= self.limits.send_queue_frames:
+            self._paused.inc()
+        self._bytes_out.inc(len(data))
+        await self._send.send(data)
+
+    def drain(self) -> None:
+        self._draining = True
+        if self._receive_scope is not None:
+            self._receive_scope.cancel()
+
+
+Handler = Callable[[Connection], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerInfo:
+    protocol: str
+    addresses: tuple[tuple[str, int], ...]
+
+
+async def _writer(stream: trio.abc.Stream, channel: trio.MemoryReceiveChannel[bytes]) -> None:
+    async with channel:
+        async for data in channel:
+            chunks = [data]
+            # Coalesce what is already queued into one write: fewer syscalls when pipelining.
+            while True:
+                try:
+                    chunks.append(channel.receive_nowait())
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    break
+            await stream.send_all(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+
+
+def _peer_of(stream: trio.abc.Stream) -> str:
+    try:
+        host, port, *_ = stream.socket.getpeername()  # type: ignore[attr-defined]
+        return f"{host}:{port}"
+    except (AttributeError, OSError, ValueError):
+        return "?"
+
+
+class _Server:
+    def __init__(
+        self, protocol: str, handler: Handler, metrics: Metrics, limits: Limits, drain: Drain
+    ) -> None:
+        self.protocol = protocol
+        self.handler = handler
+        self.metrics = metrics
+        self.limits = limits
+        self.drain = drain
+        self.active = 0
+        self.idle = trio.Event()
+        self.idle.set()
+        self._errors = {
+            reason: metrics.connection_errors.labels(protocol, reason)
+            for reason in ("protocol_error", "frame_too_large", "idle_timeout",
+                           "too_many_connections", "reset", "internal")
+        }  # fmt: skip
+
+    async def session(self, stream: trio.abc.Stream) -> None:
+        m = self.metrics
+        if self.active >= self.limits.max_connections or self.drain.draining:
+            self._errors["too_many_connections"].inc()
+            await trio.aclose_forcefully(stream)
+            return
+        self.active += 1
+        self.idle = trio.Event() if self.active == 1 else self.idle
+        active = m.connections_active.labels(self.protocol)
+        active.inc()
+        m.connections.labels(self.protocol).inc()
+        send_channel, receive_channel = trio.open_memory_channel[bytes](
+            self.limits.send_queue_frames
+        )
+        conn = Connection(
+            stream,
+            send_channel,
+            protocol=self.protocol,
+            conn_id=next(_conn_ids),
+            peer=_peer_of(stream),
+            metrics=m,
+            limits=self.limits,
+        )
+        self.drain.connections.add(conn)
+        conn.log.debug("connection opened")
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_writer, stream, receive_channel)
+                async with send_channel:
+                    await self.handler(conn)
+            conn.log.debug("connection closed")
+        except* FrameTooLarge as eg:
+            self._fail(conn, "frame_too_large", eg)
+        except* ProtocolError as eg:
+            self._fail(conn, "protocol_error", eg)
+        except* IdleTimeout as eg:
+            self._fail(conn, "idle_timeout", eg)
+        except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as eg:
+            self._fail(conn, "reset", eg)
+        except* Exception as eg:
+            self._errors["internal"].inc()
+            conn.log.error("connection failed", exc_info=eg)
+        finally:
+            self.drain.connections.discard(conn)
+            self.active -= 1
+            if not self.active:
+                self.idle.set()
+            active.dec()
+            with trio.move_on_after(1) as cleanup:
+                cleanup.shield = True
+                await trio.aclose_forcefully(stream)
+
+    def _fail(self, conn: Connection, reason: str, eg: BaseExceptionGroup[BaseException]) -> None:
+        self._errors[reason].inc()
+        exc = eg.exceptions[0]
+        conn.log.info("connection closed", reason=reason, error=str(exc))
+
+
+async def serve_protocol(
+    protocol: str,
+    handler: Handler,
+    *,
+    host: str,
+    port: int,
+    metrics: Metrics,
+    limits: Limits,
+    drain: Drain | None = None,
+    task_status: trio.TaskStatus[ListenerInfo] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Accept connections for one protocol until cancelled or drained."""
+    drain = drain if drain is not None else Drain()
+    server = _Server(protocol, handler, metrics, limits, drain)
+    listeners = await trio.open_tcp_listeners(port, host=host)
+    addresses = tuple(
+        (str(sockaddr[0]), int(sockaddr[1]))
+        for sockaddr in (lst.socket.getsockname() for lst in listeners)
+    )
+    async with trio.open_nursery() as connections:
+        async with trio.open_nursery() as accepting:
+            accepting.start_soon(_close_on_drain, drain, accepting.cancel_scope)
+            accepting.start_soon(
+                functools.partial(
+                    trio.serve_listeners, server.session, listeners, handler_nursery=connections
+                )
+            )
+            task_status.started(ListenerInfo(protocol, addresses))
+        for listener in listeners:
+            await listener.aclose()
+        # Drain: connections finish their request and close; whoever lingers is cancelled.
+        with trio.move_on_after(limits.drain_timeout_s):
+            await server.idle.wait()
+        connections.cancel_scope.cancel()
+
+
+async def _close_on_drain(drain: Drain, scope: trio.CancelScope) -> None:
+    await drain.event.wait()
+    scope.cancel()
+
+
+__all__ = [
+    "Connection", "Drain", "Handler", "IdleTimeout", "Limits", "ListenerInfo", "serve_protocol",
+]  # fmt: skip

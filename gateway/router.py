@@ -1,0 +1,100 @@
+"""Executes canonical commands on the backend, timing every one into Prometheus.
+
+Listeners never call the backend directly: everything goes through ``Router.execute`` so that
+every command is measured the same way and failures are always ``GatewayError``s.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import structlog
+import trio
+
+from gateway.backends import Backend
+from gateway.metrics import Metrics
+from gateway.model import (
+    AppendResult,
+    Command,
+    GatewayError,
+    ReadResult,
+    Unsupported,
+)
+
+R = TypeVar("R")
+log = structlog.get_logger("streamgate.router")
+
+# Commands that the backend protocol carries; group membership and authentication are routed
+# to gateway.coordination and the user store once those exist (Kafka and Iggy issues).
+_BACKEND_COMMANDS = frozenset(
+    {
+        "create_stream", "delete_stream", "list_streams", "create_topic", "delete_topic",
+        "list_topics", "describe_topic", "update_topic", "create_partitions",
+        "delete_partitions", "purge_topic", "append", "read", "list_offsets", "commit_offset",
+        "fetch_offset", "delete_offset", "stats",
+    }
+)  # fmt: skip
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """One wire request: the labels its commands are measured under, and the time they took
+    (the listener subtracts it to get the gateway's own overhead)."""
+
+    protocol: str
+    wire_command: str
+    command_s: float = 0.0
+
+
+class Router:
+    def __init__(self, backend: Backend, metrics: Metrics) -> None:
+        self.backend = backend
+        self.metrics = metrics
+        self._handlers: dict[str, Callable[[Any], Awaitable[Any]]] = {
+            name: getattr(backend, name) for name in _BACKEND_COMMANDS
+        }
+
+    async def execute(self, cmd: Command[R], ctx: RequestContext) -> R:
+        name = cmd.name
+        handler = self._handlers.get(name)
+        m = self.metrics
+        t0 = time.perf_counter()
+        try:
+            if handler is None:
+                raise Unsupported(f"{name} is not supported by the {self.backend.name} backend")
+            result: R = await handler(cmd)
+        except GatewayError as exc:
+            elapsed = time.perf_counter() - t0
+            ctx.command_s += elapsed
+            m.observe_command(ctx.protocol, name, ctx.wire_command, elapsed, exc.error_type)
+            m.backend_request_duration.labels(m.backend, name, "error").observe(elapsed)
+            raise
+        except (trio.Cancelled, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            # A bug or an unexpected OS error in a backend must fail the one command with a
+            # protocol error, not the connection or the listener.
+            elapsed = time.perf_counter() - t0
+            ctx.command_s += elapsed
+            log.exception("backend command failed", command=name, protocol=ctx.protocol)
+            m.observe_command(ctx.protocol, name, ctx.wire_command, elapsed, "internal")
+            m.backend_request_duration.labels(m.backend, name, "error").observe(elapsed)
+            raise GatewayError(f"internal error in {name}: {exc.__class__.__name__}") from exc
+        elapsed = time.perf_counter() - t0
+        ctx.command_s += elapsed
+        if isinstance(result, ReadResult):
+            if result.waited_s:
+                m.long_poll_wait.labels(ctx.protocol, m.backend).observe(result.waited_s)
+                elapsed = max(0.0, elapsed - result.waited_s)
+            m.messages_out.labels(ctx.protocol).inc(result.count)
+        elif isinstance(result, AppendResult) and not result.duplicate:
+            m.messages_in.labels(ctx.protocol).inc(result.count)
+        m.observe_command(ctx.protocol, name, ctx.wire_command, elapsed)
+        m.backend_request_duration.labels(m.backend, name, "ok").observe(elapsed)
+        return result
+
+
+__all__ = ["RequestContext", "Router"]

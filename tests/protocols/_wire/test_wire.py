@@ -1,0 +1,192 @@
+"""The shared wire layer: ReceiveBuffer's commit/rollback contract and the varint primitives."""
+
+from __future__ import annotations
+
+import tracemalloc
+from collections.abc import Callable
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocols._wire import (
+    FrameTooLarge,
+    ReceiveBuffer,
+    RemoteProtocolError,
+    decode_uvarint,
+    decode_uvarlong,
+    decode_varint,
+    decode_varlong,
+    encode_uvarint,
+    encode_varint,
+)
+
+FAST = settings(max_examples=150, deadline=None)
+Decode = Callable[[bytes, int], tuple[int, int]]
+
+# --- ReceiveBuffer ----------------------------------------------------------------------------
+
+
+def test_consume_takes_nothing_when_short() -> None:
+    buffer = ReceiveBuffer(max_frame_size=100)
+    buffer.feed(b"abc")
+    assert buffer.consume_exactly(4) is None
+    assert len(buffer) == 3
+    assert buffer.consume_exactly(3) == b"abc"
+    assert len(buffer) == 0
+
+
+def test_rollback_restarts_the_frame_and_commit_drops_it() -> None:
+    buffer = ReceiveBuffer(max_frame_size=100)
+    buffer.feed(b"\x03ab")
+    assert buffer.consume_exactly(1) == b"\x03"
+    assert buffer.consume_exactly(3) is None  # body incomplete
+    buffer.rollback()
+    assert len(buffer) == 3 and buffer.pending == 3
+
+    buffer.feed(b"cXY")
+    assert buffer.consume_exactly(1) == b"\x03"
+    assert buffer.consume_exactly(3) == b"abc"
+    buffer.commit()
+    assert buffer.pending == 2
+    assert buffer.peek(2) == b"XY"
+    buffer.rollback()  # a rollback after a commit goes back to the commit, not further
+    assert buffer.consume_exactly(2) == b"XY"
+
+
+def test_consume_view_and_peek_do_not_copy_or_consume() -> None:
+    buffer = ReceiveBuffer(max_frame_size=100)
+    buffer.feed(b"hello")
+    assert buffer.peek(6) is None
+    assert buffer.peek(2) == b"he"
+    view = buffer.consume_view(4)
+    assert view is not None and bytes(view) == b"hell"
+    assert buffer.consume_view(2) is None
+    assert len(buffer) == 1
+
+
+def test_commit_compacts_large_prefixes_without_losing_bytes() -> None:
+    buffer = ReceiveBuffer(max_frame_size=1 << 20)
+    frame = bytes(70_000)
+    buffer.feed(frame + b"next")
+    assert buffer.consume_exactly(len(frame)) == frame
+    buffer.commit()
+    assert buffer.pending == 4
+    buffer.feed(b"!")
+    assert buffer.consume_exactly(5) == b"next!"
+
+
+def test_take_all_returns_everything_uncommitted_and_empties() -> None:
+    buffer = ReceiveBuffer(max_frame_size=100)
+    buffer.feed(b"AAtail")
+    buffer.consume_exactly(2)
+    buffer.commit()
+    buffer.consume_exactly(1)  # a parse in progress does not hide its bytes from take_all
+    assert buffer.take_all() == b"tail"
+    assert len(buffer) == 0 and buffer.pending == 0
+    assert buffer.take_all() == b""
+
+
+@pytest.mark.parametrize("declared", [101, 2**62, 2**64 - 1, -1])
+def test_check_size_refuses_before_allocating(declared: int) -> None:
+    buffer = ReceiveBuffer(max_frame_size=100)
+    buffer.feed(b"header")
+    tracemalloc.start()
+    try:
+        with pytest.raises(FrameTooLarge) as info:
+            buffer.check_size(declared, hint="refusal")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 1024
+    assert (info.value.declared, info.value.maximum, info.value.hint) == (declared, 100, "refusal")
+    assert isinstance(info.value, RemoteProtocolError)
+    assert len(buffer) == 6  # nothing consumed
+
+
+def test_check_size_accepts_the_maximum() -> None:
+    buffer = ReceiveBuffer(max_frame_size=100)
+    buffer.check_size(100)
+    buffer.check_size(0)
+
+
+# --- varints ----------------------------------------------------------------------------------
+
+GOLDEN_UVARINT = [(0, "00"), (1, "01"), (127, "7f"), (128, "8001"), (300, "ac02")]
+GOLDEN_ZIGZAG = [
+    (0, "00"),
+    (-1, "01"),
+    (1, "02"),
+    (-2, "03"),
+    (2**31 - 1, "feffffff0f"),
+    (-(2**31), "ffffffff0f"),
+    (2**63 - 1, "feffffffffffffffff01"),
+    (-(2**63), "ffffffffffffffffff01"),
+]
+
+
+@pytest.mark.parametrize(("value", "wire"), GOLDEN_UVARINT)
+def test_uvarint_golden(value: int, wire: str) -> None:
+    assert encode_uvarint(value) == bytes.fromhex(wire)
+    assert decode_uvarint(bytes.fromhex(wire)) == (value, len(wire) // 2)
+
+
+@pytest.mark.parametrize(("value", "wire"), GOLDEN_ZIGZAG)
+def test_zigzag_golden(value: int, wire: str) -> None:
+    assert encode_varint(value) == bytes.fromhex(wire)
+    assert decode_varlong(bytes.fromhex(wire)) == (value, len(wire) // 2)
+
+
+def _round_trip(decode: Decode, wire: bytes, prefix: bytes, suffix: bytes) -> int:
+    value, end = decode(prefix + wire + suffix, len(prefix))
+    assert end == len(prefix) + len(wire)  # stops at the last byte, whatever follows
+    return value
+
+
+@FAST
+@given(st.integers(0, 2**32 - 1), st.binary(max_size=3), st.binary(max_size=3))
+def test_uvarint_round_trip(value: int, prefix: bytes, suffix: bytes) -> None:
+    assert _round_trip(decode_uvarint, encode_uvarint(value), prefix, suffix) == value
+
+
+@FAST
+@given(st.integers(0, 2**64 - 1), st.binary(max_size=3), st.binary(max_size=3))
+def test_uvarlong_round_trip(value: int, prefix: bytes, suffix: bytes) -> None:
+    assert _round_trip(decode_uvarlong, encode_uvarint(value), prefix, suffix) == value
+
+
+@FAST
+@given(st.integers(-(2**31), 2**31 - 1), st.binary(max_size=3), st.binary(max_size=3))
+def test_varint_round_trip(value: int, prefix: bytes, suffix: bytes) -> None:
+    assert _round_trip(decode_varint, encode_varint(value), prefix, suffix) == value
+
+
+@FAST
+@given(st.integers(-(2**63), 2**63 - 1), st.binary(max_size=3), st.binary(max_size=3))
+def test_varlong_round_trip(value: int, prefix: bytes, suffix: bytes) -> None:
+    assert _round_trip(decode_varlong, encode_varint(value), prefix, suffix) == value
+
+
+@FAST
+@given(st.integers(0, 2**64 - 1), st.data())
+def test_truncated_varint_raises(value: int, data: st.DataObject) -> None:
+    wire = encode_uvarint(value)
+    cut = data.draw(st.integers(0, len(wire) - 1))
+    with pytest.raises(RemoteProtocolError, match="truncated"):
+        decode_uvarlong(wire[:cut])
+
+
+@pytest.mark.parametrize(
+    ("decode", "limit"),
+    [(decode_uvarint, 5), (decode_varint, 5), (decode_uvarlong, 10), (decode_varlong, 10)],
+)
+def test_overlong_varint_raises(decode: Decode, limit: int) -> None:
+    ok = b"\x80" * (limit - 1) + b"\x00"  # redundant zero groups are legal up to the limit
+    assert decode(ok, 0) == (0, limit)
+    with pytest.raises(RemoteProtocolError, match="longer than"):
+        decode(b"\x80" * limit + b"\x00", 0)
+
+
+def test_negative_uvarint_is_refused() -> None:
+    with pytest.raises(ValueError):
+        encode_uvarint(-1)
