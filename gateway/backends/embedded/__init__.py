@@ -1,0 +1,6 @@
+"""The embedded backend: a persistent segmented log per partition under one root directory."""
+
+from .backend import EmbeddedBackend, open_embedded
+from .fsync import FsyncPolicy
+
+__all__ = ["EmbeddedBackend", "FsyncPolicy", "open_embedded"]

@@ -1,0 +1,197 @@
+"""Stream, topic and partition commands: validation, ids, file work, then the in-memory change.
+
+Each command holds the store's metadata lock, does its file work in a worker thread (mkdir,
+JSON tmp + fsync + rename, directory fsyncs), and only then changes the catalog in memory, so a
+reader never sees a topic whose files do not exist yet. Deletions go the other way: out of the
+catalog first (long-pollers wake and raise), then an atomic rename into the trash.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Final
+
+import trio
+
+from gateway.model import (
+    CreateStream,
+    CreateTopic,
+    DeletePartitions,
+    InvalidPartitions,
+    StreamExists,
+    Topic,
+    TopicConfig,
+    TopicExists,
+    UnknownPartition,
+    UnknownTopic,
+    check_name,
+)
+
+from . import catalog, files
+from .catalog import StreamEntry, TopicEntry
+from .partition import Partition
+from .store import Store
+
+MAX_PARTITIONS: Final = 10_000  # per topic; a typo of a few zeros should not make a million dirs
+
+
+class Admin:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def create_stream(self, cmd: CreateStream) -> StreamEntry:
+        check_name("stream", cmd.stream)
+        async with self.store.lock:
+            self.store.check_open()
+            return await self._create_stream(cmd.stream, cmd.id)
+
+    async def _create_stream(self, name: str, wanted: int | None) -> StreamEntry:
+        streams = self.store.streams
+        if name in streams:
+            raise StreamExists(f"stream {name!r} already exists")
+        sid = catalog.free_id((s.id for s in streams.values()), wanted)
+        if sid is None or sid < 0:
+            raise StreamExists(f"stream id {wanted} is taken")
+        entry = StreamEntry(name, sid, "", self.store.now_us())
+
+        def create() -> None:
+            entry.dir = files.make_dir(self.store.root, name)
+            files.write_json(os.path.join(entry.dir, catalog.STREAM_FILE), entry.meta())
+
+        await trio.to_thread.run_sync(create)
+        streams[name] = entry
+        return entry
+
+    async def delete_stream(self, name: str) -> None:
+        async with self.store.lock:
+            stream = self.store.stream(name)
+            del self.store.streams[name]
+            for topic in stream.topics.values():
+                _drop(topic.partitions, UnknownTopic, f"topic {topic.name!r} was deleted")
+            await self.store.durable(self.store.offsets.delete_where(name))
+            await self.store.trash(stream.dir)
+
+    async def create_topic(self, cmd: CreateTopic) -> TopicEntry:
+        check_name("stream", cmd.topic.stream)
+        check_name("topic", cmd.topic.name)
+        catalog.check_config(cmd.config)
+        if not 1 <= cmd.partitions <= MAX_PARTITIONS:
+            raise InvalidPartitions(f"partitions must be in 1..{MAX_PARTITIONS}")
+        async with self.store.lock:
+            self.store.check_open()
+            if cmd.topic.stream in self.store.streams or not cmd.create_stream:
+                stream = self.store.stream(cmd.topic.stream)
+            else:
+                stream = await self._create_stream(cmd.topic.stream, None)
+            if cmd.topic.name in stream.topics:
+                raise TopicExists(f"topic {cmd.topic} already exists")
+            tid = catalog.free_id((t.id for t in stream.topics.values()), cmd.id)
+            if tid is None or tid < 0:
+                raise TopicExists(f"topic id {cmd.id} is taken in stream {stream.name!r}")
+            topic = TopicEntry(
+                name=cmd.topic.name,
+                id=tid,
+                dir="",
+                created_at_us=self.store.now_us(),
+                config=cmd.config,
+                log_config=catalog.effective(cmd.config, self.store.defaults),
+            )
+
+            def create() -> None:
+                topic.dir = files.make_dir(stream.dir, topic.name)
+                topic.partitions = _new_partitions(topic, 0, cmd.partitions)
+                files.write_json(os.path.join(topic.dir, catalog.TOPIC_FILE), topic.meta())
+
+            await trio.to_thread.run_sync(create)
+            stream.topics[topic.name] = topic
+            return topic
+
+    async def delete_topic(self, name: Topic) -> None:
+        async with self.store.lock:
+            stream = self.store.stream(name.stream)
+            topic = stream.topic(name.name)
+            del stream.topics[topic.name]
+            _drop(topic.partitions, UnknownTopic, f"topic {name} was deleted")
+            await self.store.durable(self.store.offsets.delete_where(stream.name, topic.name))
+            await self.store.trash(topic.dir)
+
+    async def update_topic(self, name: Topic, config: TopicConfig) -> TopicEntry:
+        catalog.check_config(config)
+        async with self.store.lock:
+            topic = self.store.topic(name)
+            merged = catalog.merge_config(topic.config, config)
+            path = os.path.join(topic.dir, catalog.TOPIC_FILE)
+            await trio.to_thread.run_sync(files.write_json, path, topic.meta(config=merged))
+            topic.config = merged
+            topic.log_config = catalog.effective(merged, self.store.defaults)
+            for part in topic.partitions:
+                part.config = topic.log_config
+            return topic
+
+    async def create_partitions(self, name: Topic, total: int) -> TopicEntry:
+        async with self.store.lock:
+            topic = self.store.topic(name)
+            current = len(topic.partitions)
+            if not current < total <= MAX_PARTITIONS:
+                raise InvalidPartitions(
+                    f"{name} has {current} partitions; the new total must be more"
+                    f" (and at most {MAX_PARTITIONS}), not {total}"
+                )
+
+            def create() -> list[Partition]:
+                # Directories first, topic.json last: a crash in between leaves extra
+                # directories, which the next open moves to the trash.
+                parts = _new_partitions(topic, current, total)
+                path = os.path.join(topic.dir, catalog.TOPIC_FILE)
+                files.write_json(path, topic.meta(partitions=total))
+                return parts
+
+            topic.partitions.extend(await trio.to_thread.run_sync(create))
+            return topic
+
+    async def delete_partitions(self, cmd: DeletePartitions) -> TopicEntry:
+        async with self.store.lock:
+            topic = self.store.topic(cmd.topic)
+            current = len(topic.partitions)
+            if not 1 <= cmd.total < current:
+                raise InvalidPartitions(
+                    f"{cmd.topic} has {current} partitions; the new total must be in"
+                    f" 1..{current - 1}, not {cmd.total}"
+                )
+            # topic.json first, directories last: the reverse of create_partitions.
+            path = os.path.join(topic.dir, catalog.TOPIC_FILE)
+            await trio.to_thread.run_sync(files.write_json, path, topic.meta(partitions=cmd.total))
+            removed = topic.partitions[cmd.total :]
+            del topic.partitions[cmd.total :]
+            _drop(removed, UnknownPartition, f"{cmd.topic} now has {cmd.total} partitions")
+            offsets = self.store.offsets
+            await self.store.durable(offsets.delete_where(cmd.topic.stream, topic.name, cmd.total))
+            for part in removed:
+                await self.store.trash(part.dir)
+            return topic
+
+    async def purge_topic(self, name: Topic) -> None:
+        async with self.store.lock:
+            for part in self.store.topic(name).partitions:
+                part.purge()
+                if self.store.sync:
+                    await part.commit.flush()
+
+
+def _new_partitions(topic: TopicEntry, first: int, total: int) -> list[Partition]:
+    """Create partition directories (blocking); durable before the topic.json naming them."""
+    parts = [
+        Partition.create(os.path.join(topic.dir, str(n)), n, topic.log_config)
+        for n in range(first, total)
+    ]
+    for p in parts:
+        os.fsync(p.active.fd)
+        files.fsync_dir(p.dir)
+    files.fsync_dir(topic.dir)
+    return parts
+
+
+def _drop(parts: list[Partition], error: type[UnknownTopic | UnknownPartition], why: str) -> None:
+    """Deleted partitions: long-pollers waiting on them raise ``error`` (a fresh one each)."""
+    for part in parts:
+        part.drop(lambda: error(why))

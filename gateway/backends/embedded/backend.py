@@ -1,0 +1,250 @@
+"""``EmbeddedBackend``: the ``Backend`` protocol on the local segmented log (DESIGN.md §4).
+
+Metadata commands go through ``admin`` (one lock, file work in worker threads). The data path
+(append, read, offsets) runs in the trio thread on open file descriptors and yields only for
+fsyncs under ``always`` and for long-polls.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import trio
+
+from gateway.model import (
+    Append,
+    AppendResult,
+    CommitOffset,
+    CommitOffsetResult,
+    CreatePartitions,
+    CreatePartitionsResult,
+    CreateStream,
+    CreateStreamResult,
+    CreateTopic,
+    CreateTopicResult,
+    DeleteOffset,
+    DeleteOffsetResult,
+    DeletePartitions,
+    DeletePartitionsResult,
+    DeleteStream,
+    DeleteStreamResult,
+    DeleteTopic,
+    DeleteTopicResult,
+    DescribeTopic,
+    DescribeTopicResult,
+    FetchOffset,
+    FetchOffsetResult,
+    InvalidRequest,
+    ListOffsets,
+    ListOffsetsResult,
+    ListStreams,
+    ListStreamsResult,
+    ListTopics,
+    ListTopicsResult,
+    PurgeTopic,
+    PurgeTopicResult,
+    Read,
+    ReadResult,
+    Stats,
+    StatsResult,
+    TopicConfig,
+    UpdateTopic,
+    UpdateTopicResult,
+)
+
+from ..base import Capabilities
+from . import catalog
+from .admin import Admin
+from .batch_format import FORMAT_IDS
+from .fsync import FsyncPolicy
+from .partition import LogConfig
+from .store import Store
+
+
+class EmbeddedBackend:
+    name = "embedded"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        fsync: str = "interval:1000",
+        segment_bytes: int = 64 << 20,
+        retention_ms: int | None = None,
+        retention_bytes: int | None = None,
+        max_message_bytes: int = 16 << 20,
+        retention_check_interval_s: float = 30.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        config = TopicConfig(
+            segment_bytes=segment_bytes,
+            retention_ms=retention_ms,
+            retention_bytes=retention_bytes,
+            max_message_bytes=max_message_bytes,
+        )
+        catalog.check_config(config)
+        defaults = catalog.effective(config, LogConfig(segment_bytes, max_message_bytes))
+        self.store = Store(
+            os.fspath(path),
+            policy=FsyncPolicy.parse(fsync),
+            defaults=defaults,
+            clock=clock,
+            retention_check_interval_s=retention_check_interval_s,
+        )
+        self._admin = Admin(self.store)
+        self.capabilities = Capabilities(
+            native_groups=False,
+            native_offsets=True,
+            timestamp_index=True,
+            idempotent_producers=True,
+            streams=True,
+            max_message_bytes=defaults.max_message_bytes,
+            wire_formats=frozenset(FORMAT_IDS),
+        )
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        await self.store.run(task_status=task_status)
+
+    async def ping(self) -> None:
+        self.store.check_open()
+        await trio.lowlevel.checkpoint()
+
+    async def flush(self) -> None:
+        """fsync everything written so far, whatever the policy."""
+        await self.store.flush()
+
+    def enforce_retention(self) -> int:
+        """One retention pass over every partition, now; returns how many segments went."""
+        return self.store.enforce_retention()
+
+    # --- metadata ----------------------------------------------------------------------------
+
+    async def create_stream(self, cmd: CreateStream) -> CreateStreamResult:
+        return CreateStreamResult(info=(await self._admin.create_stream(cmd)).info())
+
+    async def delete_stream(self, cmd: DeleteStream) -> DeleteStreamResult:
+        await self._admin.delete_stream(cmd.stream)
+        return DeleteStreamResult()
+
+    async def list_streams(self, cmd: ListStreams) -> ListStreamsResult:
+        self.store.check_open()
+        await trio.lowlevel.checkpoint()
+        streams = sorted(self.store.streams.values(), key=lambda s: s.id)
+        return ListStreamsResult(streams=tuple(s.info() for s in streams))
+
+    async def create_topic(self, cmd: CreateTopic) -> CreateTopicResult:
+        return CreateTopicResult(info=(await self._admin.create_topic(cmd)).info(cmd.topic.stream))
+
+    async def delete_topic(self, cmd: DeleteTopic) -> DeleteTopicResult:
+        await self._admin.delete_topic(cmd.topic)
+        return DeleteTopicResult()
+
+    async def list_topics(self, cmd: ListTopics) -> ListTopicsResult:
+        self.store.check_open()
+        await trio.lowlevel.checkpoint()
+        if cmd.stream is None:
+            streams = sorted(self.store.streams.values(), key=lambda s: s.id)
+        else:
+            streams = [self.store.stream(cmd.stream)]
+        return ListTopicsResult(topics=tuple(t for s in streams for t in s.info().topics))
+
+    async def describe_topic(self, cmd: DescribeTopic) -> DescribeTopicResult:
+        topic = self.store.topic(cmd.topic)
+        await trio.lowlevel.checkpoint()
+        return DescribeTopicResult(info=topic.info(cmd.topic.stream))
+
+    async def update_topic(self, cmd: UpdateTopic) -> UpdateTopicResult:
+        topic = await self._admin.update_topic(cmd.topic, cmd.config)
+        return UpdateTopicResult(info=topic.info(cmd.topic.stream))
+
+    async def create_partitions(self, cmd: CreatePartitions) -> CreatePartitionsResult:
+        topic = await self._admin.create_partitions(cmd.topic, cmd.total)
+        return CreatePartitionsResult(info=topic.info(cmd.topic.stream))
+
+    async def delete_partitions(self, cmd: DeletePartitions) -> DeletePartitionsResult:
+        topic = await self._admin.delete_partitions(cmd)
+        return DeletePartitionsResult(info=topic.info(cmd.topic.stream))
+
+    async def purge_topic(self, cmd: PurgeTopic) -> PurgeTopicResult:
+        await self._admin.purge_topic(cmd.topic)
+        return PurgeTopicResult()
+
+    # --- data --------------------------------------------------------------------------------
+
+    async def append(self, cmd: Append) -> AppendResult:
+        part = self.store.partition(cmd.topic, cmd.partition)
+        return await part.append(
+            cmd.batch,
+            self.store.now_us(),
+            sync=self.store.sync,
+            producer_id=cmd.producer_id,
+            producer_epoch=cmd.producer_epoch,
+            base_sequence=cmd.base_sequence,
+        )
+
+    async def read(self, cmd: Read) -> ReadResult:
+        return await self.store.partition(cmd.topic, cmd.partition).read(cmd)
+
+    async def list_offsets(self, cmd: ListOffsets) -> ListOffsetsResult:
+        part = self.store.partition(cmd.topic, cmd.partition)
+        await trio.lowlevel.checkpoint()
+        return part.list_offsets(cmd.spec, cmd.timestamp_us)
+
+    async def commit_offset(self, cmd: CommitOffset) -> CommitOffsetResult:
+        self.store.partition(cmd.topic, cmd.partition)
+        if cmd.offset < 0:
+            raise InvalidRequest(f"a committed offset must be >= 0, not {cmd.offset}")
+        key = (cmd.group, cmd.topic.stream, cmd.topic.name, cmd.partition)
+        await self.store.durable(self.store.offsets.put(key, cmd.offset, cmd.metadata))
+        return CommitOffsetResult()
+
+    async def fetch_offset(self, cmd: FetchOffset) -> FetchOffsetResult:
+        self.store.partition(cmd.topic, cmd.partition)
+        await trio.lowlevel.checkpoint()
+        key = (cmd.group, cmd.topic.stream, cmd.topic.name, cmd.partition)
+        found = self.store.offsets.get(key)
+        if found is None:
+            return FetchOffsetResult(offset=None)
+        return FetchOffsetResult(offset=found[0], metadata=found[1])
+
+    async def delete_offset(self, cmd: DeleteOffset) -> DeleteOffsetResult:
+        self.store.partition(cmd.topic, cmd.partition)
+        key = (cmd.group, cmd.topic.stream, cmd.topic.name, cmd.partition)
+        await self.store.durable(self.store.offsets.delete([key]))
+        return DeleteOffsetResult()
+
+    async def stats(self, cmd: Stats) -> StatsResult:
+        self.store.check_open()
+        await trio.lowlevel.checkpoint()
+        infos = [p.info() for p in self.store.partitions()]
+        return StatsResult(
+            streams=len(self.store.streams),
+            topics=sum(len(s.topics) for s in self.store.streams.values()),
+            partitions=len(infos),
+            messages=sum(i.next_offset - i.log_start_offset for i in infos),
+            size_bytes=sum(i.size_bytes for i in infos),
+            consumer_groups=self.store.offsets.group_count(),
+        )
+
+
+@asynccontextmanager
+async def open_embedded(path: str | os.PathLike[str], **kw: Any) -> AsyncIterator[EmbeddedBackend]:
+    """Open the store (recovery included), yield the running backend, then fsync and close."""
+    backend = EmbeddedBackend(path, **kw)
+    body_error: BaseException | None = None
+    async with trio.open_nursery() as nursery:
+        await nursery.start(backend.run)
+        try:
+            yield backend
+        except BaseException as exc:
+            # Re-raised below, outside the nursery, so the caller sees its own exception rather
+            # than an ExceptionGroup around it.
+            body_error = exc
+        finally:
+            nursery.cancel_scope.cancel()
+    if body_error is not None:
+        raise body_error

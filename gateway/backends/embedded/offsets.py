@@ -1,0 +1,195 @@
+"""Consumer offsets: the NEXT offset to read per (group, stream, topic, partition), plus metadata.
+
+An append-only file ``consumer-offsets.log`` at the root, replayed on open. Records,
+little-endian::
+
+    u32 body length · u32 CRC32C(body) · body
+    body: u8 op (1 commit, 2 delete) · u16 len, group UTF-8 · u16 len, stream · u16 len, topic
+          · u32 partition · [commit: i64 offset · u32 len, metadata UTF-8]
+
+A torn or corrupt tail (a crash mid-write) is truncated on open. When the file grows well past
+what the live entries need, it is rewritten with only those (tmp + fsync + rename + fsync of the
+directory), so a crash during compaction leaves either the old or the new file, both complete.
+Writes follow the backend's fsync policy through a ``GroupCommit`` like the logs.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import Final
+
+import crc32c
+import structlog
+
+from .files import fsync_dir
+from .fsync import GroupCommit
+
+log = structlog.get_logger()
+
+FILE_NAME: Final = "consumer-offsets.log"
+_COMMIT: Final = 1
+_DELETE: Final = 2
+_COMPACT_MIN_BYTES: Final = 1 << 20
+_FRAME = struct.Struct("<II")
+_U16 = struct.Struct("<H")
+_TAIL = struct.Struct("<Iq")  # partition, offset
+
+Key = tuple[str, str, str, int]  # group, stream, topic, partition
+
+
+def _str(s: str) -> bytes:
+    b = s.encode("utf-8", "surrogatepass")
+    return _U16.pack(len(b)) + b
+
+
+def encode_record(op: int, key: Key, offset: int = 0, metadata: str = "") -> bytes:
+    group, stream, topic, partition = key
+    body = bytes((op,)) + _str(group) + _str(stream) + _str(topic)
+    if op == _COMMIT:
+        meta = metadata.encode("utf-8", "surrogatepass")
+        body += _TAIL.pack(partition, offset) + struct.pack("<I", len(meta)) + meta
+    else:
+        body += struct.pack("<I", partition)
+    return _FRAME.pack(len(body), crc32c.crc32c(body)) + body
+
+
+def _decode_body(body: bytes) -> tuple[int, Key, int, str]:
+    op = body[0]
+    pos = 1
+    parts = []
+    for _ in range(3):
+        (n,) = _U16.unpack_from(body, pos)
+        parts.append(body[pos + 2 : pos + 2 + n].decode("utf-8", "surrogatepass"))
+        pos += 2 + n
+    if op == _COMMIT:
+        partition, offset = _TAIL.unpack_from(body, pos)
+        (n,) = struct.unpack_from("<I", body, pos + _TAIL.size)
+        meta = body[pos + _TAIL.size + 4 : pos + _TAIL.size + 4 + n].decode(
+            "utf-8", "surrogatepass"
+        )
+        return op, (parts[0], parts[1], parts[2], partition), offset, meta
+    (partition,) = struct.unpack_from("<I", body, pos)
+    return op, (parts[0], parts[1], parts[2], partition), 0, ""
+
+
+class OffsetStore:
+    def __init__(self, root: str) -> None:
+        self.path = os.path.join(root, FILE_NAME)
+        self.live: dict[Key, tuple[int, str]] = {}
+        self._live_bytes = 0
+        self._size = 0
+        self._fd = -1
+        self._dirty = False
+        self.commit = GroupCommit(self._collect_dirty)
+
+    def open(self) -> None:
+        """Replay the file (blocking); a torn tail is cut off."""
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        with open(self.path, "rb") as f:
+            data = f.read()
+        pos = 0
+        while pos + _FRAME.size <= len(data):
+            n, crc = _FRAME.unpack_from(data, pos)
+            body = data[pos + _FRAME.size : pos + _FRAME.size + n]
+            if n == 0 or len(body) != n or crc32c.crc32c(body) != crc:
+                break
+            try:
+                op, key, offset, meta = _decode_body(body)
+            except (struct.error, UnicodeDecodeError, IndexError):
+                break
+            self._apply(op, key, offset, meta)
+            pos += _FRAME.size + n
+        if pos != len(data):
+            log.warning(
+                "embedded.offsets_tail_truncated",
+                path=self.path,
+                at=pos,
+                dropped_bytes=len(data) - pos,
+            )
+            os.ftruncate(self._fd, pos)
+        self._size = pos
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def _apply(self, op: int, key: Key, offset: int, meta: str) -> None:
+        old = self.live.pop(key, None)
+        if old is not None:
+            self._live_bytes -= self._cost(key, old[1])
+        if op == _COMMIT:
+            self.live[key] = (offset, meta)
+            self._live_bytes += self._cost(key, meta)
+
+    @staticmethod
+    def _cost(key: Key, meta: str) -> int:
+        return 40 + len(key[0]) + len(key[1]) + len(key[2]) + len(meta)
+
+    def _write(self, data: bytes) -> None:
+        """Write records (small: one syscall); the caller applies them once they are written."""
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+        self._size += len(data)
+        self._dirty = True
+
+    def _written(self) -> int:
+        """The sequence ``GroupCommit`` waits for; compacts when the file is mostly dead."""
+        seq = self.commit.note_write()
+        if self._size > max(_COMPACT_MIN_BYTES, 4 * self._live_bytes):
+            self._compact()
+        return seq
+
+    def put(self, key: Key, offset: int, metadata: str) -> int:
+        self._write(encode_record(_COMMIT, key, offset, metadata))
+        self._apply(_COMMIT, key, offset, metadata)
+        return self._written()
+
+    def get(self, key: Key) -> tuple[int, str] | None:
+        return self.live.get(key)
+
+    def delete(self, keys: list[Key]) -> int | None:
+        keys = [k for k in keys if k in self.live]
+        if not keys:
+            return None
+        self._write(b"".join(encode_record(_DELETE, k) for k in keys))
+        for k in keys:
+            self._apply(_DELETE, k, 0, "")
+        return self._written()
+
+    def delete_where(
+        self, stream: str, topic: str | None = None, min_partition: int = 0
+    ) -> int | None:
+        """Forget the offsets of a deleted stream, topic, or of partitions >= min_partition."""
+        return self.delete(
+            [
+                k
+                for k in self.live
+                if k[1] == stream and (topic is None or k[2] == topic) and k[3] >= min_partition
+            ]
+        )
+
+    def group_count(self) -> int:
+        return len({k[0] for k in self.live})
+
+    def _compact(self) -> None:
+        tmp = self.path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(b"".join(encode_record(_COMMIT, k, o, m) for k, (o, m) in self.live.items()))
+            f.flush()
+            os.fsync(f.fileno())
+            size = f.tell()
+        os.replace(tmp, self.path)
+        fsync_dir(os.path.dirname(self.path))
+        os.close(self._fd)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
+        self._size = size
+        self._dirty = False  # everything live is on disk now; pending waiters get the next fsync
+
+    def _collect_dirty(self) -> list[int]:
+        if not self._dirty or self._fd < 0:
+            return []
+        self._dirty = False
+        return [os.dup(self._fd)]

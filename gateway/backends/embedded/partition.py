@@ -1,0 +1,390 @@
+"""One partition's log: its segments; append, read, roll, retention, purge, long-poll wake-up.
+
+Opening one after a crash is ``recovery``'s job. Everything here runs in the trio thread and
+never awaits between checking state and writing, so appends to one partition are serialised
+without a lock; only fsyncs (``fsync.GroupCommit``) and long-poll waits yield. Files:
+``<20-digit base>.log/.index/.timeindex`` per segment and ``producers.snapshot``.
+"""
+
+from __future__ import annotations
+
+import os
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import trio
+
+from gateway.model import (
+    AppendResult,
+    BackendUnavailable,
+    CorruptMessage,
+    GatewayError,
+    InvalidRequest,
+    ListOffsetsResult,
+    Message,
+    MessageBatch,
+    MessageTooLarge,
+    OffsetOutOfRange,
+    OffsetSpec,
+    PartitionInfo,
+    Read,
+    ReadResult,
+    WireBatch,
+    decode_wire,
+)
+
+from .batch_format import (
+    FORMAT_IDS,
+    FORMAT_NAMES,
+    MAX_BATCH_BYTES,
+    Payload,
+    encode_messages,
+    message_size,
+    pack_header,
+    stamp_uniform_sg1,
+)
+from .fsync import GroupCommit
+from .producers import Producers
+from .segment import NO_TIMESTAMP, Segment
+
+SNAPSHOT = "producers.snapshot"
+_SG1 = FORMAT_IDS["sg1"]
+_MAX_RELATIVE = 0xFFFFFFFF  # offsets in a segment's index are u32 relative to its base
+
+
+@dataclass(slots=True)
+class LogConfig:
+    """A topic's effective settings (defaults applied); None = unlimited."""
+
+    segment_bytes: int
+    max_message_bytes: int
+    retention_ms: int | None = None
+    retention_bytes: int | None = None
+
+
+class Partition:
+    def __init__(self, directory: str, number: int, config: LogConfig) -> None:
+        self.dir = directory
+        self.number = number
+        self.config = config
+        self.segments: list[Segment] = []
+        self._bases: list[int] = []
+        self.size_bytes = 0
+        self.producers = Producers()
+        self.commit = GroupCommit(self._collect_dirty)
+        self._dirty: dict[int, Segment] = {}
+        self._dir_dirty = False
+        self._appended = trio.Event()
+        self._gone: Callable[[], GatewayError] | None = None
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, directory: str, number: int, config: LogConfig) -> Partition:
+        os.makedirs(directory, exist_ok=True)
+        part = cls(directory, number, config)
+        part.add_segment(Segment.create(directory, 0))
+        return part
+
+    def add_segment(self, seg: Segment) -> None:
+        self.segments.append(seg)
+        self._bases.append(seg.base_offset)
+        self.size_bytes += seg.size
+
+    def close(self) -> None:
+        for seg in self.segments:
+            seg.close()
+
+    def drop(self, gone: Callable[[], GatewayError]) -> None:
+        """The partition is deleted: wake its long-pollers (they raise ``gone()``), close files."""
+        self._gone = gone
+        self._dirty.clear()
+        self._dir_dirty = False  # the directory is about to move to the trash
+        self._wake()
+        self.close()
+
+    # --- state -------------------------------------------------------------------------------
+
+    @property
+    def active(self) -> Segment:
+        return self.segments[-1]
+
+    @property
+    def log_start(self) -> int:
+        return self.segments[0].base_offset
+
+    @property
+    def next_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    def info(self) -> PartitionInfo:
+        return PartitionInfo(
+            partition=self.number,
+            log_start_offset=self.log_start,
+            next_offset=self.next_offset,
+            size_bytes=self.size_bytes,
+            max_timestamp_us=max(0, max(s.max_ts for s in self.segments)),
+        )
+
+    def _check_open(self) -> None:
+        if self._gone is not None:
+            raise self._gone()
+
+    def _wake(self) -> None:
+        ev, self._appended = self._appended, trio.Event()
+        ev.set()
+
+    # --- append ------------------------------------------------------------------------------
+
+    async def append(
+        self,
+        batch: MessageBatch,
+        now_us: int,
+        *,
+        sync: bool,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        base_sequence: int = -1,
+    ) -> AppendResult:
+        self._check_open()
+        limit = self.config.max_message_bytes
+        wire = batch.wire
+        payload: Payload
+        as_is = wire is not None and wire.format in FORMAT_IDS
+        if wire is not None and as_is:
+            fmt, count, payload = FORMAT_IDS[wire.format], wire.count, (wire.data,)
+            first_ts, max_ts = wire.first_timestamp_us, wire.max_timestamp_us
+            if fmt == _SG1 and int.from_bytes(wire.data[:4], "little") != count:
+                raise CorruptMessage(f"sg1 batch says {wire.data[:4]!r} records, not {count}")
+        else:
+            fmt, count, payload, first_ts, max_ts = _SG1, len(batch), (), 0, 0  # encoded below
+        if count <= 0:
+            raise InvalidRequest("an append needs at least one message")
+        if producer_id >= 0:
+            original = self.producers.check(producer_id, producer_epoch, base_sequence, count)
+            if original is not None:
+                if sync:
+                    await self.commit.flush()  # the original may still be on its way to disk
+                return AppendResult(
+                    base_offset=original,
+                    count=count,
+                    log_append_time_us=now_us,
+                    log_start_offset=self.log_start,
+                    duplicate=True,
+                )
+        if not as_is:
+            payload, first_ts, max_ts = encode_messages(batch.messages, now_us)
+        elif wire is not None and max_ts == 0 and fmt == _SG1:
+            # Stored as-is, but unstamped records still get the append time when that is cheap
+            # (all of them unset); a mixed batch keeps its zeros.
+            stamped = stamp_uniform_sg1(wire.data, now_us)
+            if stamped is not None:
+                payload, first_ts, max_ts = stamped, now_us, now_us
+        payload_size = sum(map(len, payload))
+        if payload_size > limit:  # only then can one record be over the limit
+            _check_sizes(batch.messages, limit)
+        if payload_size > MAX_BATCH_BYTES - 64:
+            raise MessageTooLarge(f"a stored batch is limited to {MAX_BATCH_BYTES} bytes")
+        base = self.next_offset
+        header = pack_header(
+            base_offset=base,
+            format_id=fmt,
+            count=count,
+            first_timestamp_us=first_ts,
+            max_timestamp_us=max_ts,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+            payload=payload,
+        )
+        seg = self.active
+        size = len(header) + payload_size
+        if seg.size and (
+            seg.size + size > self.config.segment_bytes
+            or base + count - seg.base_offset > _MAX_RELATIVE
+        ):
+            seg = self._roll()
+        try:
+            seg.append(header, payload, base, count, max_ts, size)
+        except OSError as exc:
+            raise BackendUnavailable(f"writing {seg.path}.log failed: {exc}") from exc
+        self.size_bytes += size
+        self._dirty[seg.base_offset] = seg
+        seq = self.commit.note_write()
+        if producer_id >= 0:
+            self.producers.record(producer_id, producer_epoch, base_sequence, count, base)
+        self._wake()
+        if sync:
+            await self.commit.wait_durable(seq)
+        else:
+            await trio.lowlevel.checkpoint()
+        return AppendResult(
+            base_offset=base,
+            count=count,
+            log_append_time_us=now_us,
+            log_start_offset=self.log_start,
+        )
+
+    def _roll(self) -> Segment:
+        self.active.seal()
+        seg = Segment.create(self.dir, self.next_offset)
+        self.add_segment(seg)
+        self._dir_dirty = True
+        # Valid as of the new segment's base, so recovery only replays headers after it.
+        self.producers.write_snapshot(os.path.join(self.dir, SNAPSHOT), seg.base_offset)
+        return seg
+
+    def _collect_dirty(self) -> list[int]:
+        fds = [os.dup(seg.fd) for seg in self._dirty.values()]
+        self._dirty.clear()
+        if self._dir_dirty:
+            self._dir_dirty = False
+            fds.append(os.open(self.dir, os.O_RDONLY))
+        return fds
+
+    # --- read --------------------------------------------------------------------------------
+
+    def _check_range(self, offset: int) -> None:
+        self._check_open()
+        if not self.log_start <= offset <= self.next_offset:
+            raise OffsetOutOfRange(
+                f"offset {offset} outside [{self.log_start}, {self.next_offset}]",
+                log_start=self.log_start,
+                log_end=self.next_offset,
+            )
+
+    async def read(self, cmd: Read) -> ReadResult:
+        self._check_range(cmd.offset)
+        waited = 0.0
+        if cmd.max_wait_ms > 0 and not self._has_bytes(cmd.offset, cmd.min_bytes):
+            waited = await self._wait(cmd.offset, cmd.min_bytes, cmd.max_wait_ms)
+            self._check_range(cmd.offset)
+        else:
+            await trio.lowlevel.checkpoint()
+        batches: tuple[MessageBatch, ...] = ()
+        if cmd.offset < self.next_offset:  # a consumer polling at the end costs no I/O
+            batches = self._read(cmd.offset, cmd.max_messages, cmd.max_bytes, cmd.whole_batches)
+        return ReadResult(
+            batches=batches,
+            high_watermark=self.next_offset,
+            log_start_offset=self.log_start,
+            waited_s=waited,
+        )
+
+    def _has_bytes(self, offset: int, min_bytes: int) -> bool:
+        if self.next_offset <= offset:
+            return False
+        if min_bytes <= 1:
+            return True
+        i = max(0, bisect_right(self._bases, offset) - 1)
+        seg = self.segments[i]
+        available = seg.size - seg.locate(offset) + sum(s.size for s in self.segments[i + 1 :])
+        return available >= min_bytes
+
+    async def _wait(self, offset: int, min_bytes: int, max_wait_ms: int) -> float:
+        start = trio.current_time()
+        with trio.move_on_at(start + max_wait_ms / 1000):
+            while True:
+                await self._appended.wait()
+                self._check_open()
+                if offset < self.log_start or self._has_bytes(offset, min_bytes):
+                    break
+        return trio.current_time() - start
+
+    def _read(
+        self, offset: int, max_messages: int, max_bytes: int, whole: bool
+    ) -> tuple[MessageBatch, ...]:
+        out: list[MessageBatch] = []
+        i = max(0, bisect_right(self._bases, offset) - 1)
+        pos = self.segments[i].locate(offset)
+        while i < len(self.segments) and max_messages > 0 and (max_bytes > 0 or not out):
+            seg = self.segments[i]
+            for h, payload in seg.read(pos, max_bytes, max_messages, force=not out):
+                wire = WireBatch(
+                    format=FORMAT_NAMES[h.format_id],
+                    data=payload,
+                    count=h.records,
+                    base_offset=h.base_offset,
+                    first_timestamp_us=h.first_timestamp_us,
+                    max_timestamp_us=h.max_timestamp_us,
+                )
+                skip = max(0, offset - h.base_offset)
+                take = min(h.records - skip, max_messages)
+                if whole or (skip == 0 and take == h.records):
+                    out.append(MessageBatch(wire=wire))
+                else:  # the client asked from inside the batch, or for fewer records
+                    out.append(MessageBatch(decode_wire(wire)[skip : skip + take]))
+                max_messages -= take
+                max_bytes -= h.size
+                pos += h.size
+            if pos < seg.size:
+                break  # a budget ran out inside this segment: the next one must wait
+            i += 1
+            pos = 0
+        return tuple(out)
+
+    def list_offsets(self, spec: OffsetSpec, timestamp_us: int) -> ListOffsetsResult:
+        self._check_open()
+        if spec is OffsetSpec.EARLIEST:
+            return ListOffsetsResult(offset=self.log_start)
+        if spec is OffsetSpec.LATEST:
+            return ListOffsetsResult(offset=self.next_offset)
+        if spec is OffsetSpec.TIMESTAMP:
+            for seg in self.segments:
+                found = seg.find_timestamp(timestamp_us)
+                if found is not None:
+                    return ListOffsetsResult(offset=found[0], timestamp_us=found[1])
+            return ListOffsetsResult(offset=None)
+        best = max(self.segments, key=lambda s: s.max_ts)  # the first of equals: max() keeps it
+        if best.max_ts == NO_TIMESTAMP or best.size == 0:
+            return ListOffsetsResult(offset=None)
+        offset, ts = best.max_timestamp_record()
+        return ListOffsetsResult(offset=offset, timestamp_us=ts)
+
+    # --- retention and purge -----------------------------------------------------------------
+
+    def enforce_retention(self, now_us: int) -> int:
+        """Delete whole sealed segments past retention; returns how many went."""
+        cfg = self.config
+        dropped = 0
+        while len(self.segments) > 1:
+            seg = self.segments[0]
+            expired = cfg.retention_ms is not None and seg.max_ts < now_us - cfg.retention_ms * 1000
+            oversize = (
+                cfg.retention_bytes is not None
+                and self.size_bytes - seg.size >= cfg.retention_bytes
+            )
+            if not (expired or oversize):
+                break
+            self._delete_first()
+            dropped += 1
+        return dropped
+
+    def _delete_first(self) -> None:
+        seg = self.segments.pop(0)
+        self._bases.pop(0)
+        self._dirty.pop(seg.base_offset, None)
+        self.size_bytes -= seg.size
+        seg.delete()
+        self._dir_dirty = True
+
+    def purge(self) -> None:
+        """Drop every message; the next append gets the offset it would have had anyway."""
+        self._check_open()
+        if self.active.size:
+            # The new, empty segment exists before any old one is deleted: a crash in between
+            # leaves the old data readable, never a log without its next offset.
+            self.add_segment(Segment.create(self.dir, self.next_offset))
+            self._dir_dirty = True
+        while len(self.segments) > 1:
+            self._delete_first()
+        self.producers.write_snapshot(os.path.join(self.dir, SNAPSHOT), self.next_offset)
+        self._wake()
+
+
+def _check_sizes(messages: Sequence[Message], limit: int) -> None:
+    for m in messages:
+        size = message_size(m)
+        if size > limit:
+            raise MessageTooLarge(f"a message of {size} bytes is over the limit of {limit}")

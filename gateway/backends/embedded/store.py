@@ -1,0 +1,142 @@
+"""The open store: catalog, offsets and background work (fsync interval, retention, trash).
+
+``run()`` opens (recovers) everything in a worker thread, runs the background tasks until it is
+cancelled, then fsyncs and closes every file whatever the fsync policy.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+
+import structlog
+import trio
+
+from gateway.model import BackendUnavailable, Topic
+
+from . import catalog, files
+from .catalog import StreamEntry, TopicEntry
+from .fsync import FsyncPolicy
+from .offsets import OffsetStore
+from .partition import LogConfig, Partition
+
+log = structlog.get_logger()
+
+
+class Store:
+    def __init__(
+        self,
+        root: str,
+        *,
+        policy: FsyncPolicy,
+        defaults: LogConfig,
+        clock: Callable[[], float],
+        retention_check_interval_s: float,
+    ) -> None:
+        self.root = root
+        self.policy = policy
+        self.sync = policy.mode == "always"  # appends and commits wait for their fsync
+        self.defaults = defaults
+        self.clock = clock
+        self.retention_check_interval_s = retention_check_interval_s
+        self.streams: dict[str, StreamEntry] = {}
+        self.offsets = OffsetStore(root)
+        self.lock = trio.Lock()  # serialises metadata changes (they await file work)
+        self._nursery: trio.Nursery | None = None
+
+    def now_us(self) -> int:
+        return int(self.clock() * 1_000_000)
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def _open(self) -> None:
+        os.makedirs(self.root, exist_ok=True)
+        self.streams = catalog.load(self.root, self.defaults)
+        self.offsets.open()
+        counts = {
+            (s.name, t.name): len(t.partitions)
+            for s in self.streams.values()
+            for t in s.topics.values()
+        }
+        # Offsets of partitions deleted by a process that died before it could forget them.
+        self.offsets.delete([k for k in self.offsets.live if k[3] >= counts.get((k[1], k[2]), 0)])
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        await trio.to_thread.run_sync(self._open)
+        try:
+            async with trio.open_nursery() as nursery:
+                if self.policy.mode == "interval":
+                    nursery.start_soon(self._flush_loop)
+                nursery.start_soon(self._retention_loop)
+                self._nursery = nursery
+                task_status.started()
+                await trio.sleep_forever()
+        finally:
+            self._nursery = None
+            with trio.CancelScope(shield=True):
+                await self.flush()
+                for part in self.partitions():
+                    part.close()
+                self.offsets.close()
+
+    def check_open(self) -> None:
+        if self._nursery is None:
+            raise BackendUnavailable("the embedded store is not open")
+
+    def partitions(self) -> Iterator[Partition]:
+        for stream in list(self.streams.values()):
+            for topic in list(stream.topics.values()):
+                yield from topic.partitions
+
+    async def flush(self) -> None:
+        """fsync everything written so far; the files' fsyncs run in parallel threads."""
+        dirty = [p.commit for p in self.partitions() if p.commit.dirty]
+        if self.offsets.commit.dirty:
+            dirty.append(self.offsets.commit)
+        async with trio.open_nursery() as nursery:
+            for commit in dirty:
+                nursery.start_soon(commit.flush)
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await trio.sleep(self.policy.interval_s)
+            try:
+                await self.flush()
+            except* BackendUnavailable as group:
+                # The files concerned refuse further durable writes (see GroupCommit); the
+                # store keeps serving what it can rather than taking the gateway down.
+                log.error("embedded.fsync_failed", errors=[str(e) for e in group.exceptions])
+
+    async def _retention_loop(self) -> None:
+        while True:
+            await trio.sleep(self.retention_check_interval_s)
+            self.enforce_retention()
+
+    def enforce_retention(self) -> int:
+        now_us = self.now_us()
+        return sum(part.enforce_retention(now_us) for part in self.partitions())
+
+    async def trash(self, path: str) -> None:
+        """Take a directory out of the store now (atomic rename); remove it in the background."""
+        dest = await trio.to_thread.run_sync(files.move_to_trash, self.root, path)
+        if self._nursery is not None:
+            self._nursery.start_soon(trio.to_thread.run_sync, files.remove_tree, dest)
+
+    async def durable(self, offsets_seq: int | None) -> None:
+        """Wait, under ``always``, until an offsets-store write is fsynced."""
+        if self.sync and offsets_seq is not None:
+            await self.offsets.commit.wait_durable(offsets_seq)
+        else:
+            await trio.lowlevel.checkpoint()
+
+    # --- lookups -----------------------------------------------------------------------------
+
+    def stream(self, name: str) -> StreamEntry:
+        self.check_open()
+        return catalog.resolve(self.streams, name)
+
+    def topic(self, topic: Topic) -> TopicEntry:
+        return self.stream(topic.stream).topic(topic.name)
+
+    def partition(self, topic: Topic, partition: int) -> Partition:
+        return self.topic(topic).partition(partition)

@@ -1,0 +1,1 @@
+"""Throughput benchmarks behind ``streamgate bench``: they report numbers, they assert nothing."""
