@@ -38,8 +38,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="TOML config file (env STREAMGATE_CONFIG)")  # fmt: skip
     for flag, key, text in _RUN_FLAGS:
         run.add_argument(flag, dest=key, metavar=key.rsplit(".", 1)[-1].upper(), help=text)
-    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                     help="any setting by its dotted name, e.g. limits.idle_timeout_s=30")  # fmt: skip
+    run.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE",
+        help="any setting by its dotted name, e.g. limits.idle_timeout_s=30",
+    )  # fmt: skip
 
     bench = sub.add_parser("bench", help="measure throughput (not a test)")
     bench_sub = bench.add_subparsers(dest="target", required=True)

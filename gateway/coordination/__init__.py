@@ -1,0 +1,1 @@
+"""Group coordination and offset semantics for backends that lack them (Kafka groups next)."""

@@ -1,0 +1,1 @@
+"""trio listeners: sockets <-> codecs, sessions, limits; one module per protocol."""

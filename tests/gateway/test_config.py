@@ -1,0 +1,53 @@
+"""Config precedence (defaults < TOML < env < flags) and refusal of unknown or bad settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gateway.config import ConfigError, env_name, keys, load
+
+
+def test_defaults_are_the_protocols_own_ports() -> None:
+    c = load()
+    assert c.listeners.rog.port == 7878
+    assert c.admin.port == 9464
+    assert c.backend.url == "embedded:./data"
+
+
+def test_precedence(tmp_path: Path) -> None:
+    f = tmp_path / "sg.toml"
+    f.write_text('host = "0.0.0.0"\n[backend]\nfsync = "always"\n[listeners.rog]\nport = 1\n')
+    c = load(f)
+    assert (c.host, c.backend.fsync, c.listeners.rog.port) == ("0.0.0.0", "always", 1)
+    c = load(f, environ={"STREAMGATE_LISTENERS_ROG_PORT": "2", "PATH": "/bin"})
+    assert c.listeners.rog.port == 2 and c.backend.fsync == "always"
+    c = load(f, environ={"STREAMGATE_LISTENERS_ROG_PORT": "2"},
+             overrides={"listeners.rog.port": "3"})  # fmt: skip
+    assert c.listeners.rog.port == 3
+
+
+def test_every_key_has_an_env_name() -> None:
+    assert env_name("backend.url") == "STREAMGATE_BACKEND_URL"
+    assert len({env_name(k) for k in keys()}) == len(keys())
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ("[backend]\nurll = 'x'\n", "unknown setting 'backend.urll'"),
+        ("[listeners.rog]\nport = 'x'\n", "expected int"),
+        ("[limits\n", "sg.toml"),
+    ],
+)
+def test_bad_files_are_refused(tmp_path: Path, toml: str, message: str) -> None:
+    f = tmp_path / "sg.toml"
+    f.write_text(toml)
+    with pytest.raises(ConfigError, match=message):
+        load(f)
+
+
+def test_unknown_env_var_is_refused() -> None:
+    with pytest.raises(ConfigError, match="STREAMGATE_ROGPORT"):
+        load(environ={"STREAMGATE_ROGPORT": "1"})
