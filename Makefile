@@ -1,0 +1,62 @@
+# streamgate: `make run` and `make test` set up everything they need on a fresh Debian machine.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+# Debian packages the test suite needs (the real servers and clients of later protocols join
+# this list as their listeners arrive). Installed with apt-get only when missing.
+APT_TEST_PACKAGES :=
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: help setup run test lint check-tests bench clean apt-test python-ok
+
+help:
+	@echo "make run   - set up and run the gateway on the embedded backend (./data)"
+	@echo "make test  - set up and run the linters and the whole test suite"
+	@echo "make bench - benchmark the embedded store"
+
+# Debian's python3 needs python3-venv for `-m venv`; install it when it is missing.
+python-ok:
+	@if [ -z "$(PYTHON)" ]; then \
+	  echo "installing python3 (apt-get)"; $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq python3 python3-venv; fi
+	@py=$$(command -v python3.11 || command -v python3.12 || command -v python3); \
+	$$py -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || \
+	  { echo "streamgate needs Python >= 3.11 ($$py is older)"; exit 1; }; \
+	$$py -c 'import ensurepip, venv' 2>/dev/null || { \
+	  echo "installing python3-venv (apt-get)"; $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq python3-venv; }
+
+$(STAMP): pyproject.toml constraints.txt | python-ok
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+apt-test:
+	@missing=""; for p in $(APT_TEST_PACKAGES); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing$$missing (apt-get)"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; fi
+
+run: $(STAMP)
+	$(BIN)/streamgate run $(ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+test: $(STAMP) apt-test lint
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(BIN)/streamgate bench embedded $(ARGS)
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
