@@ -1,0 +1,40 @@
+"""Kafka wire codec: the hand-written RecordBatch v2 codec and its compressions (kafka.md §3)."""
+
+from .batch import (
+    HEADER_SIZE,
+    BatchIterator,
+    Record,
+    RecordBatchHeader,
+    TimestampType,
+    batch_attributes,
+    iter_batches,
+    parse_header,
+    set_base_offset,
+    set_log_append_time,
+    split_batches,
+    verify_crc,
+)
+from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, compress, decompress
+from .records import decode_batch, decode_records, encode_batch
+
+__all__ = [
+    "DEFAULT_MAX_DECOMPRESSED_SIZE",
+    "HEADER_SIZE",
+    "BatchIterator",
+    "Compression",
+    "Record",
+    "RecordBatchHeader",
+    "TimestampType",
+    "batch_attributes",
+    "compress",
+    "decode_batch",
+    "decode_records",
+    "decompress",
+    "encode_batch",
+    "iter_batches",
+    "parse_header",
+    "set_base_offset",
+    "set_log_append_time",
+    "split_batches",
+    "verify_crc",
+]
