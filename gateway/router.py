@@ -17,6 +17,7 @@ import trio
 from gateway.backends import Backend
 from gateway.metrics import Metrics
 from gateway.model import (
+    COMMAND_NAMES,
     AppendResult,
     Command,
     GatewayError,
@@ -27,16 +28,9 @@ from gateway.model import (
 R = TypeVar("R")
 log = structlog.get_logger("streamgate.router")
 
-# Commands that the backend protocol carries; group membership and authentication are routed
-# to gateway.coordination and the user store once those exist (Kafka and Iggy issues).
-_BACKEND_COMMANDS = frozenset(
-    {
-        "create_stream", "delete_stream", "list_streams", "create_topic", "delete_topic",
-        "list_topics", "describe_topic", "update_topic", "create_partitions",
-        "delete_partitions", "purge_topic", "append", "read", "list_offsets", "commit_offset",
-        "fetch_offset", "delete_offset", "stats",
-    }
-)  # fmt: skip
+# The commands the Backend protocol has a method for; group membership and authentication are
+# routed to gateway.coordination and the user store once those exist (Kafka and Iggy issues).
+_BACKEND_COMMANDS = frozenset(name for name in COMMAND_NAMES if hasattr(Backend, name))
 
 
 @dataclass(slots=True)

@@ -20,7 +20,7 @@ from typing import cast
 import structlog
 import trio
 
-from gateway.metrics import Metrics
+from gateway.metrics import CONNECTION_ERROR_REASONS, Metrics
 from protocols._wire import FrameTooLarge, ProtocolError
 
 log = structlog.get_logger("streamgate.session")
@@ -164,9 +164,8 @@ class _Server:
         self.idle.set()
         self._errors = {
             reason: metrics.connection_errors.labels(protocol, reason)
-            for reason in ("protocol_error", "frame_too_large", "idle_timeout",
-                           "too_many_connections", "reset", "internal")
-        }  # fmt: skip
+            for reason in CONNECTION_ERROR_REASONS
+        }
 
     async def session(self, stream: trio.abc.Stream) -> None:
         m = self.metrics

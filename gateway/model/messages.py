@@ -124,11 +124,6 @@ class MessageBatch:
             return self.wire.base_offset
         return self._messages[0].offset if self._messages else -1
 
-    @property
-    def payload_bytes(self) -> int:
-        """Bytes of keys and values (what ``messages/bytes in/out`` metrics count)."""
-        return sum(len(m.value) + len(m.key or b"") for m in self.messages)
-
     def __repr__(self) -> str:
         form = self.wire.format if self.wire is not None else "decoded"
         return f"<MessageBatch {len(self)} messages, {form}>"

@@ -20,27 +20,13 @@ from protocols.rog import (
     Request,
     Response,
     RogClientCodec,
-    RogServerCodec,
     UnknownCommand,
     log_already_exists,
     partition_out_of_range,
 )
 from protocols.rog.framing import encode_request, encode_response
 from tests.helpers.feeding import feed_three_ways
-
-MAX = 1 << 20
-ORDERS = bytes.fromhex("06 6f 72 64 65 72 73")  # name_len + "orders" (rog.md §5)
-G1 = bytes.fromhex("02 67 31")  # group_len + "g1"
-
-
-def server() -> RogServerCodec:
-    return RogServerCodec(max_frame_size=MAX)
-
-
-def client_after(request: Request) -> RogClientCodec:
-    codec = RogClientCodec()
-    codec.send(request)
-    return codec
+from tests.protocols.rog.support import G1, ORDERS, client_after, server
 
 
 def error_reply(text: str, size: int) -> bytes:

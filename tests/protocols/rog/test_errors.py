@@ -22,19 +22,7 @@ from protocols.rog import (
     unparseable,
 )
 from protocols.rog.framing import encode_request
-
-MAX = 1 << 20
-ORDERS = bytes.fromhex("06 6f 72 64 65 72 73")  # name_len + "orders" (rog.md §5)
-
-
-def server() -> RogServerCodec:
-    return RogServerCodec(max_frame_size=MAX)
-
-
-def client_after(request: Request) -> RogClientCodec:
-    codec = RogClientCodec()
-    codec.send(request)
-    return codec
+from tests.protocols.rog.support import MAX, ORDERS, client_after, server
 
 
 def short_id(value: object) -> str:

@@ -23,8 +23,8 @@ from protocols.rog import (
 )
 from protocols.rog.framing import encode_request, encode_response
 from tests.helpers.feeding import feed_three_ways
+from tests.protocols.rog.support import MAX
 
-MAX = 1 << 20
 FAST = settings(max_examples=100, deadline=None)
 
 # Names and groups: any UTF-8 text, cut to the 255 bytes a u8 size allows (rog.md §2), plus
