@@ -13,7 +13,9 @@ from prometheus_client import CollectorRegistry
 from gateway.admin_http import Health, serve_admin
 from gateway.backends import Backend
 from gateway.backends.url import create_backend
-from gateway.config import Config
+from gateway.config import Config, ConfigError
+from gateway.coordination import GroupCoordinator, UserStore
+from gateway.listeners.kafka import KafkaService, KafkaSettings
 from gateway.listeners.rog import RogService
 from gateway.listeners.session import Drain, Handler, Limits, ListenerInfo, serve_protocol
 from gateway.metrics import Metrics
@@ -78,7 +80,19 @@ async def serve_gateway(
         idle_timeout_s=config.limits.idle_timeout_s,
         drain_timeout_s=config.limits.drain_timeout_s,
     )
-    router = Router(backend, metrics)
+    g = config.groups
+    coordinator = GroupCoordinator(
+        initial_rebalance_delay_ms=g.initial_rebalance_delay_ms,
+        min_session_timeout_ms=g.min_session_timeout_ms,
+        max_session_timeout_ms=g.max_session_timeout_ms,
+    )
+    users = config.auth.user_map()
+    router = Router(
+        backend,
+        metrics,
+        coordinator=None if backend.capabilities.native_groups else coordinator,
+        users=UserStore(users),
+    )
     health = Health(ping=backend.ping)
     drain = Drain()
     running = Running(metrics=metrics, backend=backend, drain=drain, health=health)
@@ -87,9 +101,25 @@ async def serve_gateway(
     if rog.enabled:
         service = RogService(router, max_frame_bytes=limits.max_frame_bytes)
         services.append(("rog", service.handler(), rog.port, config.listener_host(rog)))
+    kafka = config.listeners.kafka
+    if kafka.enabled:
+        if kafka.sasl and not users:
+            raise ConfigError("listeners.kafka.sasl needs at least one user in auth.users")
+        settings = KafkaSettings(
+            stream=kafka.stream,
+            advertised_host=kafka.advertised_host or config.advertised_host,
+            advertised_port=kafka.advertised_port,
+            sasl=kafka.sasl,
+            auto_create_topics=kafka.auto_create_topics,
+            default_partitions=kafka.default_partitions,
+            max_frame_bytes=limits.max_frame_bytes,
+        )
+        handler = KafkaService(router, settings).handler()
+        services.append(("kafka", handler, kafka.port, config.listener_host(kafka)))
 
     async with trio.open_nursery() as outer:
         await outer.start(backend.run)
+        await outer.start(coordinator.run)
         async with trio.open_nursery() as nursery:
             for protocol, handler, port, host in services:
                 info = await nursery.start(
@@ -98,9 +128,7 @@ async def serve_gateway(
                 running.listeners.append(info)
             if config.admin.enabled:
                 host = config.admin.host or config.host
-                running.admin = await outer.start(
-                    _admin, host, config.admin.port, metrics, health
-                )
+                running.admin = await outer.start(_admin, host, config.admin.port, metrics, health)
             health.listeners_bound = True
             log.info(
                 "streamgate ready",

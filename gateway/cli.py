@@ -22,6 +22,7 @@ _RUN_FLAGS: tuple[tuple[str, str, str], ...] = (
     ("--advertised-host", "advertised_host", "host discovery answers carry"),
     ("--fsync", "backend.fsync", "embedded store: always | interval:<ms> | never"),
     ("--rog-port", "listeners.rog.port", "Rog listener port (default 7878, 0 = any)"),
+    ("--kafka-port", "listeners.kafka.port", "Kafka listener port (default 9092, 0 = any)"),
     ("--admin-port", "admin.port", "metrics/health HTTP port (default 9464, 0 = any)"),
     ("--log-level", "log.level", "debug | info | warning | error"),
     ("--log-format", "log.format", "auto | console | json"),

@@ -30,8 +30,43 @@ class ListenerConfig:
 
 
 @dataclass(slots=True)
+class KafkaListenerConfig(ListenerConfig):
+    port: int = 9092
+    stream: str = "default"  # the namespace this listener's topics live in (DESIGN.md §3)
+    # What Metadata/FindCoordinator answer; "" / 0 = the address the client connected to.
+    advertised_host: str = ""
+    advertised_port: int = 0
+    sasl: bool = False  # require SASL PLAIN (users in auth.users) before any other request
+    auto_create_topics: bool = True  # Kafka's auto.create.topics.enable
+    default_partitions: int = 1  # Kafka's num.partitions
+
+
+@dataclass(slots=True)
 class ListenersConfig:
     rog: ListenerConfig = field(default_factory=lambda: ListenerConfig(port=7878))
+    kafka: KafkaListenerConfig = field(default_factory=KafkaListenerConfig)
+
+
+@dataclass(slots=True)
+class GroupsConfig:
+    # Kafka's group.initial.rebalance.delay.ms: a new group waits this long for more members.
+    initial_rebalance_delay_ms: int = 3000
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1_800_000
+
+
+@dataclass(slots=True)
+class AuthConfig:
+    users: str = ""  # "name:password,name2:password2" (SASL PLAIN on Kafka listeners)
+
+    def user_map(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for item in filter(None, (x.strip() for x in self.users.split(","))):
+            name, sep, password = item.partition(":")
+            if not sep or not name:
+                raise ConfigError(f"auth.users: expected name:password, got {item!r}")
+            out[name] = password
+        return out
 
 
 @dataclass(slots=True)
@@ -74,6 +109,8 @@ class Config:
     listeners: ListenersConfig = field(default_factory=ListenersConfig)
     admin: AdminConfig = field(default_factory=AdminConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
+    groups: GroupsConfig = field(default_factory=GroupsConfig)
+    auth: AuthConfig = field(default_factory=AuthConfig)
     log: LogConfig = field(default_factory=LogConfig)
 
     def listener_host(self, listener: ListenerConfig) -> str:

@@ -15,11 +15,13 @@ import structlog
 import trio
 
 from gateway.backends import Backend
+from gateway.coordination import GroupCoordinator, UserStore
 from gateway.metrics import Metrics
 from gateway.model import (
     COMMAND_NAMES,
     AppendResult,
     Command,
+    CommitOffset,
     GatewayError,
     ReadResult,
     Unsupported,
@@ -28,9 +30,12 @@ from gateway.model import (
 R = TypeVar("R")
 log = structlog.get_logger("streamgate.router")
 
-# The commands the Backend protocol has a method for; group membership and authentication are
-# routed to gateway.coordination and the user store once those exist (Kafka and Iggy issues).
+# The commands the Backend protocol has a method for; group membership goes to the gateway's
+# coordinator (for backends without native groups) and authentication to the user store.
 _BACKEND_COMMANDS = frozenset(name for name in COMMAND_NAMES if hasattr(Backend, name))
+_GROUP_COMMANDS = (
+    "join_group", "sync_group", "heartbeat", "leave_group", "describe_group", "list_groups",
+)  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -44,12 +49,33 @@ class RequestContext:
 
 
 class Router:
-    def __init__(self, backend: Backend, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        metrics: Metrics,
+        *,
+        coordinator: GroupCoordinator | None = None,
+        users: UserStore | None = None,
+    ) -> None:
         self.backend = backend
         self.metrics = metrics
+        self.coordinator = coordinator
         self._handlers: dict[str, Callable[[Any], Awaitable[Any]]] = {
             name: getattr(backend, name) for name in _BACKEND_COMMANDS
         }
+        if coordinator is not None:
+            for name in _GROUP_COMMANDS:
+                self._handlers[name] = getattr(coordinator, name)
+            self._handlers["commit_offset"] = self._commit_offset
+        if users is not None:
+            self._handlers["authenticate"] = users.authenticate
+
+    async def _commit_offset(self, cmd: CommitOffset) -> Any:
+        # A commit from a group member must come from the current generation (Kafka's
+        # OffsetCommit rule), checked where the group state lives.
+        assert self.coordinator is not None
+        self.coordinator.check_commit(cmd.group, cmd.topic.stream, cmd.generation, cmd.member_id)
+        return await self.backend.commit_offset(cmd)
 
     async def execute(self, cmd: Command[R], ctx: RequestContext) -> R:
         name = cmd.name

@@ -20,6 +20,8 @@ def gateway_config(data_dir: Path, **overrides: object) -> Config:
         "backend.url": f"embedded:{data_dir}",
         "backend.fsync": "never",
         "listeners.rog.port": 0,
+        "listeners.kafka.port": 0,
+        "groups.initial_rebalance_delay_ms": 200,
         "admin.port": 0,
         "limits.drain_timeout_s": 2.0,
     }

@@ -1,1 +1,7 @@
-"""Group coordination and offset semantics for backends that lack them (Kafka groups next)."""
+"""What the gateway provides on top of backends: group coordination, producer ids, users."""
+
+from .groups import GroupCoordinator
+from .producer_ids import ProducerIds
+from .users import UserStore
+
+__all__ = ["GroupCoordinator", "ProducerIds", "UserStore"]

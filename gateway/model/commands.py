@@ -16,6 +16,7 @@ from .options import Acks, OffsetSpec, TopicConfig
 
 R = TypeVar("R")
 
+
 class Command(Generic[R]):
     """Base of all commands; ``R`` is the result type, so ``router.execute`` is typed."""
 
@@ -150,6 +151,10 @@ class CommitOffset(Command[r.CommitOffsetResult]):
     partition: int
     offset: int  # the NEXT offset to read
     metadata: str = ""
+    # Kafka: a commit from a group member names its generation; the coordinator refuses commits
+    # from a stale generation or an unknown member (-1 / "" = a standalone commit, always taken).
+    generation: int = -1
+    member_id: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -178,6 +183,7 @@ class JoinGroup(Command[r.JoinGroupResult]):
     member_id: str = ""
     group_instance_id: str | None = None
     client_id: str = ""
+    client_host: str = ""
     session_timeout_ms: int = 45_000
     rebalance_timeout_ms: int = 300_000
     protocol_type: str = "consumer"
@@ -210,6 +216,7 @@ class LeaveGroup(Command[r.LeaveGroupResult]):
     group: str
     stream: str
     member_ids: tuple[str, ...]
+    group_instance_ids: tuple[str | None, ...] = ()  # parallel to member_ids when given
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

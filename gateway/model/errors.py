@@ -120,6 +120,28 @@ class UnknownMember(GroupError):
     pass
 
 
+class MemberIdRequired(GroupError):
+    """Kafka JoinGroup v4+: the member must rejoin with the id the coordinator gave it."""
+
+    retriable = True
+
+    def __init__(self, message: str = "", *, member_id: str = "") -> None:
+        super().__init__(message)
+        self.member_id = member_id
+
+
+class InconsistentGroupProtocol(GroupError):
+    pass
+
+
+class InvalidSessionTimeout(GroupError):
+    pass
+
+
+class GroupNotEmpty(GroupError):
+    pass
+
+
 class Unauthorized(GatewayError):
     error_type = "unauthorized"
 
@@ -141,6 +163,7 @@ class Timeout(GatewayError):
 class Unsupported(GatewayError):
     error_type = "unsupported"
 
+
 __all__ = [
     "ERROR_TYPES",
     "AlreadyExists",
@@ -149,9 +172,13 @@ __all__ = [
     "Forbidden",
     "GatewayError",
     "GroupError",
+    "GroupNotEmpty",
     "IllegalGeneration",
+    "InconsistentGroupProtocol",
     "InvalidPartitions",
     "InvalidRequest",
+    "InvalidSessionTimeout",
+    "MemberIdRequired",
     "MessageTooLarge",
     "NotFound",
     "OffsetOutOfRange",

@@ -96,9 +96,7 @@ class MessageBatch:
     ) -> None:
         if messages is None and wire is None:
             raise ValueError("a batch needs messages or a wire form")
-        self._messages: tuple[Message, ...] | None = (
-            None if messages is None else tuple(messages)
-        )
+        self._messages: tuple[Message, ...] | None = None if messages is None else tuple(messages)
         self.wire = wire
 
     @property

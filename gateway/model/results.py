@@ -219,6 +219,7 @@ class StatsResult:
     size_bytes: int
     consumer_groups: int = 0
 
+
 __all__ = [
     "AppendResult",
     "AuthenticateResult",

@@ -22,9 +22,10 @@ from .primitives import (
     encode_uvarint,
     encode_varint,
 )
-from .sentinel import NEED_DATA, NeedData
+from .sentinel import CONNECTION_CLOSED, NEED_DATA, ConnectionClosed, NeedData
 
 __all__ = [
+    "CONNECTION_CLOSED",
     "I16_BE",
     "I32_BE",
     "I32_LE",
@@ -38,6 +39,7 @@ __all__ = [
     "U32_LE",
     "U64_BE",
     "U64_LE",
+    "ConnectionClosed",
     "FrameTooLarge",
     "LocalProtocolError",
     "NeedData",

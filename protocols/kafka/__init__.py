@@ -15,6 +15,12 @@ from .batch import (
     verify_crc,
 )
 from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, compress, decompress
+from .hot import (
+    FetchPartition,
+    ProducePartition,
+    encode_fetch_response,
+    encode_produce_response,
+)
 from .records import decode_batch, decode_records, encode_batch
 
 __all__ = [
@@ -22,6 +28,8 @@ __all__ = [
     "HEADER_SIZE",
     "BatchIterator",
     "Compression",
+    "FetchPartition",
+    "ProducePartition",
     "Record",
     "RecordBatchHeader",
     "TimestampType",
@@ -31,6 +39,8 @@ __all__ = [
     "decode_records",
     "decompress",
     "encode_batch",
+    "encode_fetch_response",
+    "encode_produce_response",
     "iter_batches",
     "parse_header",
     "set_base_offset",

@@ -4,11 +4,10 @@ talking to a Rog server. Rog is one request and one reply per TCP connection (ro
 
 from __future__ import annotations
 
-import enum
-from typing import Literal, TypeAlias
-
 from protocols._wire import (
+    CONNECTION_CLOSED,
     NEED_DATA,
+    ConnectionClosed,
     LocalProtocolError,
     NeedData,
     ReceiveBuffer,
@@ -43,18 +42,6 @@ __all__ = [
 ]
 
 DEFAULT_MAX_FRAME_SIZE = 64 * 1024 * 1024
-
-
-class _Closed(enum.Enum):
-    CONNECTION_CLOSED = "CONNECTION_CLOSED"
-
-    def __repr__(self) -> str:
-        return self.value
-
-
-# The peer closed and nothing is owed either way: the session closes without a reply.
-CONNECTION_CLOSED = _Closed.CONNECTION_CLOSED
-ConnectionClosed: TypeAlias = Literal[_Closed.CONNECTION_CLOSED]
 
 
 def _unconsumed(buffer: ReceiveBuffer) -> bytes:

@@ -42,7 +42,9 @@ MAX_BATCH_BYTES: Final = (1 << 31) - 1  # keeps positions within the u32 of the 
 
 # Wire formats a stored payload may be in. Adding a foreign format (Kafka record batches, ...)
 # is one entry here plus its decoder registered with ``gateway.model.register_wire_format``.
-FORMAT_IDS: Final[dict[str, int]] = {batch_codec.FORMAT: 0}
+# "kafka": one Kafka RecordBatch v2 exactly as the producer sent it (its base offset field is
+# the producer's; readers stamp the stored offset); the decoder is gateway.translate.kafka's.
+FORMAT_IDS: Final[dict[str, int]] = {batch_codec.FORMAT: 0, "kafka": 1}
 FORMAT_NAMES: Final[dict[int, str]] = {v: k for k, v in FORMAT_IDS.items()}
 
 # A payload as the pieces it is written from (os.writev), so stamping never copies it.

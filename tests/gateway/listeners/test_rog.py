@@ -38,9 +38,7 @@ async def test_create_log_and_its_errors(gateway: Running) -> None:
     c = client(gateway)
     with trio.fail_after(10):
         assert await c.create_log("events.log", 10) == Ok()
-        assert await c.create_log("events.log", 10) == Error(
-            text=log_already_exists("events.log")
-        )
+        assert await c.create_log("events.log", 10) == Error(text=log_already_exists("events.log"))
         assert await c.create_log("zero", 0) == Error(text=AT_LEAST_ONE_PARTITION)
         # The exact bytes of rog.md §5: create, then the 25-byte "already exists" error.
         raw = bytes.fromhex("0003066f7264657273")

@@ -1,0 +1,84 @@
+"""The API versions the gateway serves and advertises (kafka.md §1.3, validated with all four
+clients through a rewriting proxy; the set is ``vectors/kafka/advertised-versions.json``).
+
+Every API is capped at its last non-flexible version: the only flexible message we speak is
+ApiVersions v3/v4, and we never write a tagged field (librdkafka < 2.2 mis-skips them, §1.4
+trap 2). Keys 68, 69, 71 and 72 are never advertised: librdkafka changes behaviour as soon as
+they appear (§1.2).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final
+
+
+class ApiKey(enum.IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
+    DESCRIBE_CONFIGS = 32
+    SASL_AUTHENTICATE = 36
+    CREATE_PARTITIONS = 37
+
+
+# Advertised (min, max). Produce 0-2 are advertised but refused: old librdkafka (kcat) only
+# compresses when Produce 0 is in range (§1.4 trap 1), as Kafka 4 still advertises them.
+ADVERTISED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
+    {
+        ApiKey.PRODUCE: (0, 7),
+        ApiKey.FETCH: (4, 11),
+        ApiKey.LIST_OFFSETS: (1, 3),
+        ApiKey.METADATA: (1, 5),
+        ApiKey.OFFSET_COMMIT: (2, 7),
+        ApiKey.OFFSET_FETCH: (1, 5),
+        ApiKey.FIND_COORDINATOR: (0, 2),
+        ApiKey.JOIN_GROUP: (0, 5),
+        ApiKey.HEARTBEAT: (0, 3),
+        ApiKey.LEAVE_GROUP: (0, 1),
+        ApiKey.SYNC_GROUP: (0, 3),
+        ApiKey.DESCRIBE_GROUPS: (0, 4),
+        ApiKey.LIST_GROUPS: (0, 2),
+        ApiKey.SASL_HANDSHAKE: (0, 1),
+        ApiKey.API_VERSIONS: (0, 4),
+        ApiKey.CREATE_TOPICS: (2, 4),
+        ApiKey.DELETE_TOPICS: (1, 3),
+        ApiKey.INIT_PRODUCER_ID: (0, 1),
+        ApiKey.DESCRIBE_CONFIGS: (1, 2),
+        ApiKey.SASL_AUTHENTICATE: (0, 1),
+        ApiKey.CREATE_PARTITIONS: (0, 1),
+    }
+)
+
+SASL_KEYS: Final = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+
+# Versions that are advertised but answered by closing the connection (no kio schema, no
+# magic v0/v1 messages; no client in kafka.md §1.1 sends them).
+REFUSED: Final[Mapping[int, frozenset[int]]] = MappingProxyType(
+    {ApiKey.PRODUCE: frozenset({0, 1, 2})}
+)
+
+
+def advertised(*, sasl: bool) -> dict[int, tuple[int, int]]:
+    """The ApiVersions answer of a listener: SASL keys only on SASL listeners (kafka.md §1.2)."""
+    return {k: v for k, v in ADVERTISED.items() if sasl or k not in SASL_KEYS}
+
+
+__all__ = ["ADVERTISED", "REFUSED", "SASL_KEYS", "ApiKey", "advertised"]
