@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 # Debian packages the test suite needs (the real servers and clients of later protocols join
 # this list as their listeners arrive). Installed with apt-get only when missing.
-APT_TEST_PACKAGES :=
+APT_TEST_PACKAGES := kcat
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: help setup run test lint check-tests bench clean apt-test python-ok

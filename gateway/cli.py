@@ -52,6 +52,15 @@ def _parser() -> argparse.ArgumentParser:
     emb.add_argument("--batch", type=int, default=1000, help="messages per append")
     emb.add_argument("--messages", type=int, default=500_000, help="messages per size")
     emb.add_argument("--fsync", default="never", help="always | interval:<ms> | never")
+    kafka = bench_sub.add_parser("kafka", help="confluent-kafka producer and consumer")
+    kafka.add_argument("--bootstrap", default=None,
+                       help="endpoint to measure (default: start streamgate on a temp dir)")
+    kafka.add_argument("--sizes", default="100,1024", help="message sizes in bytes")
+    kafka.add_argument("--messages", type=int, default=1_000_000, help="messages per size")
+    kafka.add_argument("--partitions", type=int, default=1, help="partitions of the topic")
+    kafka.add_argument("--acks", default="all", help="producer acks: 0 | 1 | all")
+    kafka.add_argument("--dir", default=None, help="where the started gateway stores data")
+    kafka.add_argument("--fsync", default="interval:1000", help="fsync of the started gateway")
     return p
 
 
@@ -86,8 +95,34 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_kafka(args: argparse.Namespace) -> int:
+    import contextlib
+
+    from gateway.bench.kafka import bench_kafka, gateway_process
+
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    with contextlib.ExitStack() as stack:
+        bootstrap = args.bootstrap
+        if bootstrap is None:
+            tmp = stack.enter_context(
+                tempfile.TemporaryDirectory(dir=args.dir, prefix="streamgate-bench-")
+            )
+            bootstrap = stack.enter_context(gateway_process(tmp, args.fsync))
+            print(f"started streamgate (embedded, fsync {args.fsync}) on {bootstrap}", flush=True)
+        for size in sizes:
+            result = bench_kafka(
+                bootstrap, message_size=size, messages=args.messages,
+                partitions=args.partitions, acks=args.acks,
+            )  # fmt: skip
+            print(result.format(), flush=True)
+    return 0
+
+
 def _bench(args: argparse.Namespace) -> int:
     from gateway.bench.embedded import bench_embedded, format_result
+
+    if args.target == "kafka":
+        return _bench_kafka(args)
 
     sizes = [int(s) for s in args.sizes.split(",") if s]
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="streamgate-bench-") as tmp:

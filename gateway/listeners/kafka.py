@@ -61,6 +61,7 @@ class Session:
     port: int
     client_id: str = ""
     authenticated: bool = False
+    close_after_response: bool = False  # failed authentication: answer, then hang up
     user: str = ""
     ctx: RequestContext | None = None
 
@@ -184,6 +185,8 @@ class KafkaService:
             metrics.gateway_overhead.labels(tr.PROTOCOL, wire_command).observe(
                 max(0.0, time.perf_counter() - t0 - ctx.command_s)
             )
+            if session.close_after_response:
+                return
 
 
 _BEFORE_AUTH = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
@@ -227,6 +230,7 @@ async def sasl_authenticate(session: Session, req: KafkaRequest) -> Any:
     except GatewayError as exc:
         session.conn.log.info("authentication failed", user=username, error=exc.message)
         # Kafka answers SASL_AUTHENTICATION_FAILED and then closes; the client reports it.
+        session.close_after_response = True
         return session.respond(
             req, {"error_code": 58, "error_message": "Authentication failed: invalid credentials"}
         )

@@ -173,7 +173,7 @@ async def _read_all(
             out.append(FetchPartition(partition, tr.error_code(exc).value, -1, -1, -1))
             continue
         # Only the first partition with data may exceed the budget (KIP-74).
-        pieces = tr.fetch_records(result.batches, budget if total else 1)
+        pieces = tr.fetch_records(result.batches, max(budget, 1))
         size = sum(map(len, pieces))
         total += size
         hw = result.high_watermark

@@ -1,0 +1,183 @@
+"""confluent-kafka (librdkafka) against a Kafka endpoint: produce and consume throughput, produce
+latency. Not a test: it prints figures.
+
+Without ``--bootstrap`` it starts ``streamgate run`` as a child process on the embedded backend
+in a temporary directory (the gateway and the client then share the machine, as a sidecar
+does), and stops it by pid at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+_START_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KafkaBenchResult:
+    message_size: int
+    messages: int  # produced at full speed
+    consumed: int  # those plus the ones sent one at a time
+    produce_seconds: float
+    consume_seconds: float
+    latency_p50_ms: float  # produce() to delivery report, at full throughput (mostly queueing)
+    latency_p99_ms: float
+    one_p50_ms: float  # one message at a time, acknowledged before the next is sent
+    one_p99_ms: float
+
+    def format(self) -> str:
+        mb = self.messages * self.message_size / 1e6
+        return (
+            f"kafka {self.message_size:>6} B x {self.messages}: "
+            f"produce {self.messages / self.produce_seconds:,.0f} msg/s "
+            f"({mb / self.produce_seconds:,.1f} MB/s), latency under load p50 "
+            f"{self.latency_p50_ms:.1f} ms p99 {self.latency_p99_ms:.1f} ms, one at a time p50 "
+            f"{self.one_p50_ms:.2f} ms p99 {self.one_p99_ms:.2f} ms; "
+            f"consume {self.consumed / self.consume_seconds:,.0f} msg/s "
+            f"({self.consumed * self.message_size / 1e6 / self.consume_seconds:,.1f} MB/s)"
+        )
+
+
+@contextmanager
+def gateway_process(data_dir: str, fsync: str) -> Iterator[str]:
+    """A ``streamgate run`` child on ephemeral ports; yields its Kafka bootstrap address."""
+    cmd = [
+        sys.executable, "-m", "gateway.cli", "run", "--backend", f"embedded:{data_dir}",
+        "--fsync", fsync, "--kafka-port", "0", "--rog-port", "0", "--admin-port", "0",
+        "--log-level", "warning", "--log-format", "json",
+    ]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        address = ""
+        while not address and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"streamgate exited with {proc.wait()}")
+            words = line.split()
+            if words[:3] == ["kafka", "listening", "on"]:
+                address = words[3]
+        if not address:
+            raise RuntimeError("streamgate did not report its Kafka listener in time")
+        yield address
+    finally:
+        proc.send_signal(signal.SIGTERM)  # by pid: the child this function started
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
+def bench_kafka(
+    bootstrap: str, *, message_size: int, messages: int, partitions: int = 1, acks: str = "all"
+) -> KafkaBenchResult:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    topic = f"bench-{message_size}-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=partitions)])[topic].result(30)
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": acks,
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 2_000_000,
+            "queue.buffering.max.kbytes": 2_000_000,
+        }
+    )
+    payload = os.urandom(message_size)
+    latencies: list[float] = []
+    record = latencies.append
+    failures: list[object] = []
+
+    def delivered(err: object, msg: object) -> None:
+        if err is not None:
+            failures.append(err)
+        else:
+            record(msg.latency())  # type: ignore[attr-defined]
+
+    produce = producer.produce
+    t0 = time.perf_counter()
+    for _ in range(messages):
+        while True:
+            try:
+                produce(topic, payload, on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    left = producer.flush(120)
+    produce_s = time.perf_counter() - t0
+    if left or failures:
+        raise RuntimeError(f"{left} messages undelivered, {len(failures)} failed: {failures[:3]}")
+
+    # Round-trip latency without queueing: each message is delivered before the next one.
+    single = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0})
+    one: list[float] = []
+    for _ in range(min(2000, messages)):
+        t1 = time.perf_counter()
+        single.produce(topic, payload)
+        single.flush(10)
+        one.append(time.perf_counter() - t1)
+    one.sort()
+    del producer, single  # their librdkafka threads would compete with the consumer
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 50 << 20,
+            "max.partition.fetch.bytes": 10 << 20,
+            # librdkafka stops fetching at 100k queued messages and then backs off for a whole
+            # second (fetch.queue.backoff.ms); at 100 B a message that is one 10 MB fetch.
+            "queued.min.messages": 1_000_000,
+            "fetch.queue.backoff.ms": 5,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got = 0
+    t0 = time.perf_counter()
+    deadline = t0 + 300
+    total = messages + len(one)
+    while got < total and time.perf_counter() < deadline:
+        for msg in consumer.consume(num_messages=10_000, timeout=1.0):
+            if msg.error() is None:
+                got += 1
+    consume_s = time.perf_counter() - t0
+    consumer.close()
+    if got < total:
+        raise RuntimeError(f"consumed {got} of {total} messages in 300 s")
+    latencies.sort()
+    return KafkaBenchResult(
+        message_size=message_size,
+        messages=messages,
+        consumed=total,
+        produce_seconds=produce_s,
+        consume_seconds=consume_s,
+        latency_p50_ms=_percentile(latencies, 0.50) * 1000,
+        latency_p99_ms=_percentile(latencies, 0.99) * 1000,
+        one_p50_ms=_percentile(one, 0.50) * 1000,
+        one_p99_ms=_percentile(one, 0.99) * 1000,
+    )
+
+
+__all__ = ["KafkaBenchResult", "bench_kafka", "gateway_process"]
