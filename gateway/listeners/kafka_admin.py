@@ -51,8 +51,11 @@ async def metadata(session: Session, req: KafkaRequest) -> Any:
     requested = req.body.topics
     topics: list[dict[str, Any]] = []
     if requested is None:  # null = every topic (v1+)
-        listed = await execute(ListTopics(stream=stream), session.ctx)
-        for info in sorted(listed.topics, key=lambda i: i.topic.name):
+        try:
+            infos = (await execute(ListTopics(stream=stream), session.ctx)).topics
+        except NotFound:  # the listener's stream appears with its first topic
+            infos = ()
+        for info in sorted(infos, key=lambda i: i.topic.name):
             topics.append({"error_code": 0, "name": info.topic.name, "is_internal": False,
                            "partitions": _partitions(session, info)})  # fmt: skip
     else:

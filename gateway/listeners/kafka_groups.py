@@ -21,6 +21,7 @@ from gateway.model import (
     ListGroups,
     ListTopics,
     MemberIdRequired,
+    NotFound,
     SyncGroup,
     Topic,
 )
@@ -187,10 +188,12 @@ async def offset_fetch(session: Session, req: KafkaRequest) -> Any:
     only_committed = b.topics is None  # null (v2+) = every partition the group committed
     if only_committed:
         try:
-            listed = await execute(ListTopics(stream=stream), session.ctx)
+            infos = (await execute(ListTopics(stream=stream), session.ctx)).topics
+        except NotFound:  # no topic yet in the listener's stream: nothing committed either
+            infos = ()
         except GatewayError as exc:
             return session.respond(req, {"topics": [], "error_code": tr.error_code(exc)})
-        wanted = [(i.topic.name, [p.partition for p in i.partitions]) for i in listed.topics]
+        wanted = [(i.topic.name, [p.partition for p in i.partitions]) for i in infos]
     else:
         wanted = [(t.name, list(t.partition_indexes)) for t in b.topics]
     topics = []

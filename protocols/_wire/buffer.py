@@ -62,6 +62,11 @@ class ReceiveBuffer:
             return None
         return bytes(self._data[self._head : end])
 
+    def unparsed(self) -> bytes:
+        """What no frame has taken yet (codecs commit or roll back before returning, so the
+        parse position is the start of it): a codec's ``trailing_data``."""
+        return bytes(self._data[self._head :])
+
     def commit(self) -> None:
         """The frame is complete: drop its bytes."""
         # Compact lazily: deleting a prefix is O(remaining), so only do it once it pays.

@@ -28,6 +28,7 @@ from protocols._wire import (
     NeedData,
     ReceiveBuffer,
     RemoteProtocolError,
+    decode_uvarint,
 )
 
 from .versions import REFUSED, ApiKey
@@ -119,8 +120,54 @@ def _frame(buffer: ReceiveBuffer) -> bytes | None:
     return frame
 
 
+# kio raises KeyError for a tagged field it does not know (KIP-482 says: skip it).
+_DECODE_ERRORS = (SerialError, ValueError, UnicodeDecodeError, OverflowError, IndexError, KeyError)
+
+
 def _decode_error(what: str, exc: Exception) -> RemoteProtocolError:
     return RemoteProtocolError(f"malformed {what}: {exc.__class__.__name__}: {exc}")
+
+
+def _api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return f"api key {api_key}"
+
+
+def _skip_tags(frame: bytes, pos: int) -> int:
+    count, pos = decode_uvarint(frame, pos)
+    for _ in range(count):
+        _, pos = decode_uvarint(frame, pos)
+        size, pos = decode_uvarint(frame, pos)
+        pos += size
+    if pos > len(frame):
+        raise RemoteProtocolError("tagged field runs past the end of the request")
+    return pos
+
+
+def _compact_string(frame: bytes, pos: int) -> tuple[str, int]:
+    n, pos = decode_uvarint(frame, pos)
+    end = pos + n - 1
+    if n == 0 or end > len(frame):
+        raise RemoteProtocolError("compact string null or past the end of the request")
+    return frame[pos:end].decode(), end
+
+
+def _decode_api_versions(cls: type[Any], frame: bytes, version: int) -> tuple[Any, str | None]:
+    """ApiVersions v3+ by hand: the first request of every connection, and the only flexible one
+    we serve, must survive tagged fields kio does not know (a newer client's): they are skipped,
+    as KIP-482 asks. Request header v2 keeps client_id a non-compact string (kafka.md §2)."""
+    (n,) = I16_BE.unpack_from(frame, 8)
+    pos = 10 + max(n, 0)
+    client_id = None if n < 0 else frame[10:pos].decode()
+    pos = _skip_tags(frame, pos)
+    name, pos = _compact_string(frame, pos)
+    software, pos = _compact_string(frame, pos)
+    pos = _skip_tags(frame, pos)
+    if pos != len(frame):
+        raise RemoteProtocolError(f"ApiVersionsRequest v{version}: bytes after the body")
+    return cls(client_software_name=name, client_software_version=software), client_id
 
 
 class KafkaServerCodec:
@@ -142,6 +189,10 @@ class KafkaServerCodec:
 
     def receive_eof(self) -> None:
         self._eof = True
+
+    @property
+    def trailing_data(self) -> bytes:
+        return self._buffer.unparsed()
 
     def next_request(self) -> KafkaRequest | UnsupportedApiVersions | NeedData | ConnectionClosed:
         frame = _frame(self._buffer)
@@ -170,26 +221,30 @@ class KafkaServerCodec:
                     api_version=version, correlation_id=correlation_id, client_id=None
                 )
             raise RemoteProtocolError(
-                f"{ApiKey(api_key).name} v{version} is not served (range {low}-{high})"
+                f"{_api_name(api_key)} v{version} is not served (range {low}-{high})"
             )
         try:
             cls, read_header, read_body = _request_codec(api_key, version)
         except Exception as exc:  # kio has no schema for it: a gap in our table, not the peer
             raise LocalProtocolError(f"no schema for api {api_key} v{version}") from exc
         try:
-            header, n = read_header(frame, 0)
-            body, m = read_body(frame, n)
-        except (SerialError, ValueError, UnicodeDecodeError, OverflowError, IndexError) as exc:
+            if api_key == ApiKey.API_VERSIONS and version >= 3:
+                body, client_id = _decode_api_versions(cls, frame, version)
+            else:
+                header, n = read_header(frame, 0)
+                body, m = read_body(frame, n)
+                client_id = header.client_id
+                if n + m != len(frame):
+                    raise RemoteProtocolError(
+                        f"{cls.__name__} v{version}: {len(frame) - n - m} bytes after the body"
+                    )
+        except _DECODE_ERRORS as exc:
             raise _decode_error(f"{cls.__name__} v{version}", exc) from exc
-        if n + m != len(frame):
-            raise RemoteProtocolError(
-                f"{cls.__name__} v{version}: {len(frame) - n - m} bytes after the body"
-            )
         return KafkaRequest(
             api_key=api_key,
             api_version=version,
             correlation_id=correlation_id,
-            client_id=header.client_id,
+            client_id=client_id,
             body=body,
             size=len(frame),
         )
@@ -228,13 +283,17 @@ class KafkaClientCodec:
         self._next_id = 1
         self._eof = False
 
-    def send(self, body: Any, *, expect_response: bool = True) -> tuple[int, bytes]:
+    def send(
+        self, body: Any, *, expect_response: bool = True, correlation_id: int | None = None
+    ) -> tuple[int, bytes]:
         """Frame a kio request object; returns its correlation id and the bytes to write.
 
-        ``expect_response=False`` for Produce with acks=0, which the broker never answers."""
+        ``expect_response=False`` for Produce with acks=0, which the broker never answers;
+        ``correlation_id`` overrides the numbering (replaying captured traffic)."""
         api_key, version = body.__api_key__, body.__version__
-        correlation_id = self._next_id
-        self._next_id = (self._next_id + 1) & 0x7FFFFFFF
+        if correlation_id is None:
+            correlation_id = self._next_id
+            self._next_id = (self._next_id + 1) & 0x7FFFFFFF
         header_cls = type(body).__header_schema__
         header = header_cls(
             request_api_key=api_key,
@@ -251,6 +310,10 @@ class KafkaClientCodec:
 
     def receive_eof(self) -> None:
         self._eof = True
+
+    @property
+    def trailing_data(self) -> bytes:
+        return self._buffer.unparsed()
 
     def next_response(self) -> KafkaResponse | NeedData | ConnectionClosed:
         frame = _frame(self._buffer)
@@ -279,7 +342,7 @@ class KafkaClientCodec:
         try:
             _, n = read_header(frame, 0)
             body, m = read_body(frame, n)
-        except (SerialError, ValueError, UnicodeDecodeError, OverflowError, IndexError) as exc:
+        except _DECODE_ERRORS as exc:
             raise _decode_error(f"{cls.__name__} v{version}", exc) from exc
         if n + m != len(frame):
             raise RemoteProtocolError(f"{cls.__name__} v{version}: trailing bytes")

@@ -44,12 +44,6 @@ __all__ = [
 DEFAULT_MAX_FRAME_SIZE = 64 * 1024 * 1024
 
 
-def _unconsumed(buffer: ReceiveBuffer) -> bytes:
-    # Codecs always commit or roll back before returning, so the parse position is the start of
-    # whatever has not been turned into a frame.
-    return buffer.peek(len(buffer)) or b""
-
-
 class RogServerCodec:
     __slots__ = ("_buffer", "_eof", "_replied", "_request")
 
@@ -61,7 +55,7 @@ class RogServerCodec:
 
     @property
     def trailing_data(self) -> bytes:
-        return _unconsumed(self._buffer)
+        return self._buffer.unparsed()
 
     def receive_data(self, data: bytes) -> None:
         if self._eof:
@@ -122,7 +116,7 @@ class RogClientCodec:
 
     @property
     def trailing_data(self) -> bytes:
-        return _unconsumed(self._buffer)
+        return self._buffer.unparsed()
 
     def send(self, request: Request) -> bytes:
         if self._outstanding is not None:
