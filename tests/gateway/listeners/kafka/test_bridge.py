@@ -53,3 +53,27 @@ async def test_kafka_produces_rog_fetches(gateway: Running) -> None:
         fetched = await rog.fetch("bridge-out", 0, "rog-group")
         assert isinstance(fetched, FetchOk) and fetched.data == b"from kafka %d" % i
         assert isinstance(await rog.ack("bridge-out", 0, "rog-group"), Ok)
+
+
+async def test_kafka_commands_are_measured(gateway: Running) -> None:
+    servers = bootstrap(gateway)
+
+    def produce() -> None:
+        p = Producer({"bootstrap.servers": servers})
+        for i in range(3):
+            p.produce("measured", b"m%d" % i)
+        assert p.flush(20) == 0
+
+    await in_thread(produce)
+    assert gateway.metrics is not None
+    registry = gateway.metrics.registry
+    labels = {"protocol": "kafka", "command": "append", "wire_command": "produce",
+              "backend": "embedded", "outcome": "ok", "error_type": ""}  # fmt: skip
+    count = registry.get_sample_value("streamgate_command_duration_seconds_count", labels)
+    assert count is not None and count >= 1
+    assert registry.get_sample_value("streamgate_messages_in_total", {"protocol": "kafka"}) == 3
+    overhead = registry.get_sample_value(
+        "streamgate_gateway_overhead_seconds_count",
+        {"protocol": "kafka", "wire_command": "produce"},
+    )
+    assert overhead is not None and overhead >= 1
