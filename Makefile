@@ -11,12 +11,13 @@ STAMP := $(VENV)/.installed-stamp
 APT_TEST_PACKAGES := kcat
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help setup run test lint check-tests bench clean apt-test python-ok
+.PHONY: help setup run test lint check-tests bench bench-kafka clean apt-test python-ok
 
 help:
 	@echo "make run   - set up and run the gateway on the embedded backend (./data)"
 	@echo "make test  - set up and run the linters and the whole test suite"
 	@echo "make bench - benchmark the embedded store"
+	@echo "make bench-kafka - confluent-kafka against a gateway it starts (100 B and 1 KiB)"
 
 # Debian's python3 needs python3-venv for `-m venv`; install it when it is missing.
 python-ok:
@@ -57,6 +58,9 @@ test: $(STAMP) apt-test lint
 
 bench: $(STAMP)
 	$(BIN)/streamgate bench embedded $(ARGS)
+
+bench-kafka: $(STAMP)
+	$(BIN)/streamgate bench kafka $(ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
