@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 from gateway.admin_http import Health, serve_admin
 from gateway.backends import Backend
 from gateway.backends.url import create_backend
-from gateway.config import Config, ConfigError
+from gateway.config import Config
 from gateway.coordination import GroupCoordinator, UserStore
 from gateway.listeners.kafka import KafkaService, KafkaSettings
 from gateway.listeners.rog import RogService
@@ -91,7 +91,11 @@ async def serve_gateway(
         backend,
         metrics,
         coordinator=None if backend.capabilities.native_groups else coordinator,
-        users=UserStore(users),
+        users=UserStore(
+            users,
+            root_username=config.auth.root_username,
+            root_password=config.auth.root_password,
+        ),
     )
     health = Health(ping=backend.ping)
     drain = Drain()
@@ -103,8 +107,6 @@ async def serve_gateway(
         services.append(("rog", service.handler(), rog.port, config.listener_host(rog)))
     kafka = config.listeners.kafka
     if kafka.enabled:
-        if kafka.sasl and not users:
-            raise ConfigError("listeners.kafka.sasl needs at least one user in auth.users")
         settings = KafkaSettings(
             stream=kafka.stream,
             advertised_host=kafka.advertised_host or config.advertised_host,

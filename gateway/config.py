@@ -58,6 +58,9 @@ class GroupsConfig:
 @dataclass(slots=True)
 class AuthConfig:
     users: str = ""  # "name:password,name2:password2" (SASL PLAIN on Kafka listeners)
+    # The gateway's root user (Iggy's default root; any listener that authenticates accepts it).
+    root_username: str = "iggy"
+    root_password: str = "iggy"
 
     def user_map(self) -> dict[str, str]:
         out: dict[str, str] = {}

@@ -1,37 +1,349 @@
-"""The gateway's user store: who may connect to a listener that requires authentication.
+"""The gateway's users: who may connect, with which permissions, by password or access token.
 
-Users come from the configuration (``[auth] users``); passwords are compared in constant time.
-A backend with its own users (RabbitMQ, Iggy) is not asked: the gateway authenticates its own
-clients and uses its configured credentials towards the backend (DESIGN.md §4).
+Iggy keeps users, permissions and personal access tokens (PATs) on the server, so the gateway
+keeps them too and answers Iggy's user commands from here (iggy.md §3.5, §5.2). The Kafka SASL
+listener authenticates against the same store. The root user (id 0, ``iggy``/``iggy`` unless
+configured) has every permission and can be neither deleted nor re-permissioned, as in Iggy.
+
+Users from the configuration (``[auth] users``) are created on start with the data permissions
+(streams, topics, messages, server stats) but no user or server management. The configuration
+stays authoritative for their passwords: one changed through Iggy is reset on the next start
+(that includes the root's, if the configuration names it).
+Root credentials, like Iggy's ``IGGY_ROOT_PASSWORD``, only apply when the root is first created.
+
+With a ``path``, every change is written to that JSON file before the method returns, and the file
+is loaded on start (``user_store_file``). Only password hashes and token digests are stored.
+
+Methods that hash a password (``login``, ``create_user``, ``change_password``, ``authenticate``)
+are async and run scrypt in a worker thread; the rest are synchronous. Every change happens
+between two checkpoints, so concurrent trio tasks need no lock.
 """
 
 from __future__ import annotations
 
-import hmac
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import trio
 
-from gateway.model import Authenticate, AuthenticateResult, Unauthorized, Unsupported
+from gateway.model import (
+    AlreadyExists,
+    Authenticate,
+    AuthenticateResult,
+    InvalidCredentials,
+    InvalidRequest,
+    InvalidToken,
+    NotFound,
+    UnknownUser,
+    Unsupported,
+    UserExists,
+    UserInactive,
+)
 
-MECHANISMS = ("PLAIN",)
+from . import user_store_file
+from .credentials import hash_password, new_token, token_digest, verify_password
+from .permissions import GlobalPermissions, Permissions
+from .user_records import Account, TokenInfo, User, UserStatus, allowed
+
+MECHANISMS = ("PLAIN",)  # advertised by the Kafka listener; authenticate() also takes "TOKEN"
+ROOT_ID = 0
+# Iggy's validation limits (iggy_common): usernames 3..50, passwords 3..100, token names 3..30.
+USERNAME_LENGTH = range(3, 51)
+PASSWORD_LENGTH = range(3, 101)
+TOKEN_NAME_LENGTH = range(3, 31)
+MAX_TOKENS_PER_USER = 100  # Iggy's personal_access_token.max_tokens_per_user default
+
+# What a user from the configuration may do: everything on data, nothing on users or servers.
+CONFIG_USER_PERMISSIONS = Permissions(
+    global_permissions=GlobalPermissions(
+        read_servers=True, manage_streams=True, read_streams=True, manage_topics=True,
+        read_topics=True, poll_messages=True, send_messages=True,
+    )
+)  # fmt: skip
+
+
+def _now_us() -> int:
+    return time.time_ns() // 1000
 
 
 class UserStore:
-    def __init__(self, users: Mapping[str, str]) -> None:
-        self._users = {name: password.encode() for name, password in users.items()}
-        self._ids = {name: i for i, name in enumerate(sorted(users), start=1)}
+    def __init__(
+        self,
+        users: Mapping[str, str] | None = None,
+        *,
+        root_username: str = "iggy",
+        root_password: str = "iggy",
+        path: str | Path | None = None,
+        clock: Callable[[], int] = _now_us,
+    ) -> None:
+        self._path = Path(path) if path is not None else None
+        self._clock = clock
+        self._accounts: dict[int, Account] = {}
+        self._next_id = ROOT_ID + 1
+        self._tokens: dict[str, tuple[int, str]] = {}  # digest -> (user id, token name)
+        doc = user_store_file.load(self._path) if self._path is not None else None
+        changed = doc is None
+        if doc is not None:
+            self._restore(doc)
+        if ROOT_ID not in self._accounts:
+            self._add(ROOT_ID, root_username, hash_password(root_password), Permissions.all())
+            changed = True
+        for name, password in sorted((users or {}).items()):
+            account = self._find(name)
+            if account is None:
+                self._add(self._next_id, name, hash_password(password), CONFIG_USER_PERMISSIONS)
+                changed = True
+            elif not verify_password(password, account.password_hash):
+                account.password_hash = hash_password(password)
+                changed = True
+        if changed:
+            self._save()
+
+    # -- authentication -------------------------------------------------------------------------
 
     async def authenticate(self, cmd: Authenticate) -> AuthenticateResult:
-        await trio.lowlevel.checkpoint()
-        if cmd.mechanism not in MECHANISMS:
+        """The router's ``authenticate`` command: SASL PLAIN (Kafka) or a token (Iggy PAT)."""
+        if cmd.mechanism != "TOKEN" and cmd.mechanism not in MECHANISMS:
             raise Unsupported(f"SASL mechanism {cmd.mechanism} is not supported")
-        expected = self._users.get(cmd.username)
-        # Compare against something even for an unknown user, so timing does not tell.
-        ok = hmac.compare_digest(expected or b"\0" * 32, cmd.secret)
-        if expected is None or not ok:
-            raise Unauthorized(f"authentication failed for user {cmd.username!r}")
-        return AuthenticateResult(user_id=self._ids[cmd.username], username=cmd.username)
+        try:
+            secret = cmd.secret.decode()
+        except UnicodeDecodeError:
+            raise InvalidCredentials("authentication failed") from None
+        if cmd.mechanism == "TOKEN":
+            user = await self.login_with_token(secret)
+        else:
+            user = await self.login(cmd.username, secret)
+        return AuthenticateResult(user_id=user.id, username=user.username)
+
+    async def login(self, username: str, password: str) -> User:
+        account = self._find(username)
+        stored = account.password_hash if account is not None else None
+        # An unknown user still costs one hash, so timing does not tell which names exist.
+        ok = await trio.to_thread.run_sync(verify_password, password, stored)
+        account = self._find(username)  # it may have changed while we hashed
+        if not ok or account is None or account.password_hash != stored:
+            raise InvalidCredentials(f"authentication failed for user {username!r}")
+        return self._active(account.user)
+
+    async def login_with_token(self, token: str) -> User:
+        await trio.lowlevel.checkpoint()
+        # Tokens are uniformly random, so finding one by its SHA-256 leaks nothing useful.
+        owner = self._tokens.get(token_digest(token))
+        if owner is None:
+            raise InvalidToken("invalid personal access token")
+        account = self._accounts[owner[0]]
+        info, _ = account.tokens[owner[1]]
+        if info.expiry_at_us is not None and info.expiry_at_us <= self._clock():
+            raise InvalidToken(f"personal access token {info.name!r} has expired")
+        return self._active(account.user)
+
+    @staticmethod
+    def _active(user: User) -> User:
+        if user.status is not UserStatus.ACTIVE:
+            raise UserInactive(f"user {user.username!r} is inactive")
+        return user
+
+    # -- users ----------------------------------------------------------------------------------
+
+    def get_user(self, user: int | str) -> User:
+        return self._account(user).user
+
+    def list_users(self) -> list[User]:
+        return [self._accounts[i].user for i in sorted(self._accounts)]
+
+    async def create_user(
+        self,
+        username: str,
+        password: str,
+        *,
+        status: UserStatus = UserStatus.ACTIVE,
+        permissions: Permissions | None = None,
+    ) -> User:
+        _check_username(username)
+        _check_password(password)
+        hashed = await trio.to_thread.run_sync(hash_password, password)
+        if self._find(username) is not None:
+            raise UserExists(f"user {username!r} already exists")
+        account = self._add(self._next_id, username, hashed, permissions or Permissions(), status)
+        self._save()
+        return account.user
+
+    def update_user(
+        self, user: int | str, *, username: str | None = None, status: UserStatus | None = None
+    ) -> User:
+        account = self._account(user)
+        if username is not None and username != account.user.username:
+            _check_username(username)
+            if self._find(username) is not None:
+                raise UserExists(f"user {username!r} already exists")
+        if status is UserStatus.INACTIVE and account.user.id == ROOT_ID:
+            raise InvalidRequest("the root user cannot be deactivated")
+        account.user = replace(
+            account.user,
+            username=username if username is not None else account.user.username,
+            status=status if status is not None else account.user.status,
+        )
+        self._save()
+        return account.user
+
+    def update_permissions(self, user: int | str, permissions: Permissions) -> User:
+        account = self._account(user)
+        if account.user.id == ROOT_ID:  # Iggy: CannotChangePermissions
+            raise InvalidRequest("the root user's permissions cannot be changed")
+        account.user = replace(account.user, permissions=permissions)
+        self._save()
+        return account.user
+
+    async def change_password(self, user: int | str, current: str, new: str) -> None:
+        """Iggy checks the current password even when an admin changes another user's."""
+        _check_password(new)
+        stored = self._account(user).password_hash
+        ok, hashed = await trio.to_thread.run_sync(
+            lambda: (verify_password(current, stored), hash_password(new))
+        )
+        account = self._account(user)
+        if not ok or account.password_hash != stored:
+            raise InvalidCredentials("the current password is wrong")
+        account.password_hash = hashed
+        self._save()
+
+    def delete_user(self, user: int | str) -> User:
+        account = self._account(user)
+        if account.user.id == ROOT_ID:  # Iggy: CannotDeleteUser
+            raise InvalidRequest("the root user cannot be deleted")
+        del self._accounts[account.user.id]
+        for _, digest in account.tokens.values():
+            del self._tokens[digest]
+        self._save()
+        return account.user
+
+    # -- personal access tokens -----------------------------------------------------------------
+
+    def create_token(self, user: int | str, name: str, expiry_us: int | None = None) -> str:
+        """A new token for ``user``, valid for ``expiry_us`` microseconds (None = for ever).
+
+        Only its digest is kept: the returned string is the one chance to see the token.
+        """
+        account = self._account(user)
+        if len(name) not in TOKEN_NAME_LENGTH:
+            raise InvalidRequest(f"token name must have {_bounds(TOKEN_NAME_LENGTH)} characters")
+        if expiry_us is not None and expiry_us <= 0:
+            raise InvalidRequest("token expiry must be positive")
+        if name in account.tokens:
+            raise AlreadyExists(f"user {account.user.username!r} already has a token {name!r}")
+        if len(account.tokens) >= MAX_TOKENS_PER_USER:
+            raise InvalidRequest(f"a user may have at most {MAX_TOKENS_PER_USER} tokens")
+        token = new_token()
+        expiry_at = None if expiry_us is None else self._clock() + expiry_us
+        self._add_token(account, TokenInfo(name=name, expiry_at_us=expiry_at), token_digest(token))
+        self._save()
+        return token
+
+    def list_tokens(self, user: int | str) -> list[TokenInfo]:
+        return sorted((info for info, _ in self._account(user).tokens.values()), key=_by_name)
+
+    def delete_token(self, user: int | str, name: str) -> None:
+        account = self._account(user)
+        entry = account.tokens.pop(name, None)
+        if entry is None:
+            raise NotFound(f"user {account.user.username!r} has no token {name!r}")
+        del self._tokens[entry[1]]
+        self._save()
+
+    def delete_expired_tokens(self) -> int:
+        """What Iggy's token cleaner does periodically; returns how many were removed."""
+        now = self._clock()
+        expired = [
+            (account, name)
+            for account in self._accounts.values()
+            for name, (info, _) in account.tokens.items()
+            if info.expiry_at_us is not None and info.expiry_at_us <= now
+        ]
+        for account, name in expired:
+            del self._tokens[account.tokens.pop(name)[1]]
+        if expired:
+            self._save()
+        return len(expired)
+
+    # -- bookkeeping ----------------------------------------------------------------------------
+
+    def _find(self, username: str) -> Account | None:
+        return next((a for a in self._accounts.values() if a.user.username == username), None)
+
+    def _account(self, user: int | str) -> Account:
+        account = self._accounts.get(user) if isinstance(user, int) else self._find(user)
+        if account is None:
+            raise UnknownUser(f"user {user!r} does not exist")
+        return account
+
+    def _add(
+        self,
+        user_id: int,
+        username: str,
+        password_hash: str,
+        permissions: Permissions,
+        status: UserStatus = UserStatus.ACTIVE,
+    ) -> Account:
+        user = User(
+            id=user_id,
+            username=username,
+            status=status,
+            permissions=permissions,
+            created_at_us=self._clock(),
+        )
+        account = self._accounts[user_id] = Account(user, password_hash)
+        self._next_id = max(self._next_id, user_id + 1)  # ids are never reused
+        return account
+
+    def _add_token(self, account: Account, info: TokenInfo, digest: str) -> None:
+        account.tokens[info.name] = (info, digest)
+        self._tokens[digest] = (account.user.id, info.name)
+
+    def _save(self) -> None:
+        if self._path is not None:
+            user_store_file.save(self._path, self._dump())
+
+    def _dump(self) -> dict[str, Any]:
+        accounts = [self._accounts[i] for i in sorted(self._accounts)]
+        return user_store_file.dump(accounts, next_user_id=self._next_id)
+
+    def _restore(self, doc: Mapping[str, Any]) -> None:
+        accounts, next_user_id = user_store_file.restore(doc)
+        for account in accounts:
+            self._accounts[account.user.id] = account
+            for info, digest in account.tokens.values():
+                self._tokens[digest] = (account.user.id, info.name)
+        self._next_id = max([next_user_id, *(i + 1 for i in self._accounts)])
 
 
-__all__ = ["MECHANISMS", "UserStore"]
+def _by_name(info: TokenInfo) -> str:
+    return info.name
+
+
+def _bounds(r: range) -> str:
+    return f"{r.start}..{r.stop - 1}"
+
+
+def _check_username(username: str) -> None:
+    if len(username) not in USERNAME_LENGTH:
+        raise InvalidRequest(f"username must have {_bounds(USERNAME_LENGTH)} characters")
+
+
+def _check_password(password: str) -> None:
+    if len(password) not in PASSWORD_LENGTH:
+        raise InvalidRequest(f"password must have {_bounds(PASSWORD_LENGTH)} characters")
+
+
+__all__ = [
+    "CONFIG_USER_PERMISSIONS",
+    "MECHANISMS",
+    "ROOT_ID",
+    "TokenInfo",
+    "User",
+    "UserStatus",
+    "UserStore",
+    "allowed",
+]

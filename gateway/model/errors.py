@@ -57,6 +57,10 @@ class UnknownGroup(NotFound):
     pass
 
 
+class UnknownUser(NotFound):
+    pass
+
+
 class AlreadyExists(GatewayError):
     error_type = "already_exists"
 
@@ -66,6 +70,14 @@ class StreamExists(AlreadyExists):
 
 
 class TopicExists(AlreadyExists):
+    pass
+
+
+class GroupExists(AlreadyExists):
+    pass
+
+
+class UserExists(AlreadyExists):
     pass
 
 
@@ -146,6 +158,18 @@ class Unauthorized(GatewayError):
     error_type = "unauthorized"
 
 
+class InvalidCredentials(Unauthorized):
+    """Wrong username or password (Iggy 42)."""
+
+
+class InvalidToken(Unauthorized):
+    """Unknown or expired personal access token (Iggy 53)."""
+
+
+class UserInactive(Unauthorized):
+    """The user exists but its status is inactive (Iggy 47)."""
+
+
 class Forbidden(GatewayError):
     error_type = "forbidden"
 
@@ -172,12 +196,15 @@ __all__ = [
     "Forbidden",
     "GatewayError",
     "GroupError",
+    "GroupExists",
     "GroupNotEmpty",
     "IllegalGeneration",
     "InconsistentGroupProtocol",
+    "InvalidCredentials",
     "InvalidPartitions",
     "InvalidRequest",
     "InvalidSessionTimeout",
+    "InvalidToken",
     "MemberIdRequired",
     "MessageTooLarge",
     "NotFound",
@@ -194,5 +221,8 @@ __all__ = [
     "UnknownPartition",
     "UnknownStream",
     "UnknownTopic",
+    "UnknownUser",
     "Unsupported",
+    "UserExists",
+    "UserInactive",
 ]

@@ -1,0 +1,107 @@
+"""The user store's file: one JSON document, replaced atomically on every change.
+
+Write a temporary file next to the target, fsync it, ``os.replace`` it over the target and fsync
+the directory, so a crash leaves either the old document or the new one, never a torn mix. The
+file holds password hashes and token digests only; it is still created owner-only (0600).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .permissions import permissions_from_json, permissions_to_json
+from .user_records import Account, TokenInfo, User, UserStatus
+
+FORMAT_VERSION = 1
+
+
+def dump(accounts: Iterable[Account], *, next_user_id: int) -> dict[str, Any]:
+    return {"next_user_id": next_user_id, "users": [_account_to_json(a) for a in accounts]}
+
+
+def restore(doc: Mapping[str, Any]) -> tuple[list[Account], int]:
+    """The accounts of a loaded document, and the next user id to hand out."""
+    return [_account_from_json(u) for u in doc["users"]], int(doc["next_user_id"])
+
+
+def _account_to_json(account: Account) -> dict[str, Any]:
+    user = account.user
+    return {
+        "id": user.id,
+        "username": user.username,
+        "status": user.status.value,
+        "created_at_us": user.created_at_us,
+        "password": account.password_hash,
+        "permissions": permissions_to_json(user.permissions),
+        "tokens": [
+            {"name": info.name, "expiry_at_us": info.expiry_at_us, "sha256": digest}
+            for info, digest in sorted(account.tokens.values(), key=lambda e: e[0].name)
+        ],
+    }
+
+
+def _account_from_json(u: Mapping[str, Any]) -> Account:
+    user = User(
+        id=int(u["id"]),
+        username=u["username"],
+        status=UserStatus(u["status"]),
+        permissions=permissions_from_json(u["permissions"]),
+        created_at_us=int(u["created_at_us"]),
+    )
+    tokens = {
+        t["name"]: (TokenInfo(name=t["name"], expiry_at_us=t["expiry_at_us"]), t["sha256"])
+        for t in u["tokens"]
+    }
+    return Account(user, u["password"], tokens)
+
+
+def load(path: Path) -> dict[str, Any] | None:
+    """The stored document, or None when there is no file yet."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    doc = json.loads(text)
+    if not isinstance(doc, dict) or doc.get("version") != FORMAT_VERSION:
+        raise ValueError(f"{path}: not a streamgate user store (version {FORMAT_VERSION})")
+    return doc
+
+
+def save(path: Path, doc: dict[str, Any]) -> None:
+    data = json.dumps({**doc, "version": FORMAT_VERSION}, indent=1, sort_keys=True).encode()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    # Makes the rename itself durable; not possible on every platform (Windows), hence optional.
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+__all__ = ["FORMAT_VERSION", "dump", "load", "restore", "save"]
