@@ -53,8 +53,11 @@ def _parser() -> argparse.ArgumentParser:
     emb.add_argument("--messages", type=int, default=500_000, help="messages per size")
     emb.add_argument("--fsync", default="never", help="always | interval:<ms> | never")
     kafka = bench_sub.add_parser("kafka", help="confluent-kafka producer and consumer")
-    kafka.add_argument("--bootstrap", default=None,
-                       help="endpoint to measure (default: start streamgate on a temp dir)")
+    kafka.add_argument(
+        "--bootstrap",
+        default=None,
+        help="endpoint to measure (default: start streamgate on a temp dir)",
+    )
     kafka.add_argument("--sizes", default="100,1024", help="message sizes in bytes")
     kafka.add_argument("--messages", type=int, default=1_000_000, help="messages per size")
     kafka.add_argument("--partitions", type=int, default=1, help="partitions of the topic")

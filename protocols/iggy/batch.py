@@ -1,0 +1,270 @@
+"""Message layouts of the three eras (iggy.md §6.1/§6.3 batches, §9.2 64-byte headers, §9.3).
+
+Era C checksums: a frame's is XXH3-64 of the frame from byte 8 (after the checksum) to the end
+of its user headers; a batch's is XXH3-64 of its first five u64 fields, its message count and
+every frame checksum in order (§6.1; checked against V5/V6 of §10).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xxhash import xxh3_64_intdigest
+
+from protocols._wire import LocalProtocolError
+
+from .codes import Era
+from .frames_messages import Message
+from .headers import decode_headers, encode_headers
+from .status import Status
+from .wire import U32_MAX, Reader, malformed, pack_u8, pack_u32, pack_u64, pack_u128
+
+__all__ = [
+    "BATCH_HEADER_SIZE",
+    "FRAME_HEADER_SIZE",
+    "LEGACY_HEADER_SIZE",
+    "decode_batch",
+    "decode_era_a_polled",
+    "decode_era_a_sent",
+    "decode_era_b_message",
+    "encode_batch",
+    "encode_era_a_polled",
+    "encode_era_a_sent",
+    "encode_era_b_message",
+    "split_batches",
+]
+
+BATCH_HEADER_SIZE = 256
+FRAME_HEADER_SIZE = 48
+LEGACY_HEADER_SIZE = 64  # era B
+_RESERVED = bytes(BATCH_HEADER_SIZE - 52)
+
+
+# --- era C: batches ---------------------------------------------------------------------------
+
+
+def encode_batch(
+    messages: Sequence[Message],
+    *,
+    partition_id: int,
+    base_offset: int,
+    base_timestamp: int,
+    offset_deltas: Sequence[int],
+) -> bytes:
+    """One batch; the origin timestamp is the smallest of the messages' (§6.1)."""
+    origin = min((m.origin_timestamp for m in messages), default=0)
+    frames = []
+    checksums = []
+    for message, offset_delta in zip(messages, offset_deltas, strict=True):
+        headers = encode_headers(message.headers, Era.C)
+        body = b"".join(
+            (
+                pack_u128(message.id, "message id"),
+                pack_u32(offset_delta, "offset delta"),
+                pack_u32(message.origin_timestamp - origin, "timestamp delta"),
+                pack_u32(len(headers), "user headers length"),
+                pack_u32(len(message.payload), "payload length"),
+                bytes(8),
+                message.payload,
+                headers,
+            )
+        )
+        checksum = xxh3_64_intdigest(body)
+        checksums.append(pack_u64(checksum))
+        frames.append(pack_u64(checksum) + body)
+    length = BATCH_HEADER_SIZE + sum(len(frame) for frame in frames)
+    fields = b"".join(
+        pack_u64(value, what)
+        for value, what in (
+            (partition_id, "partition id"),
+            (base_offset, "base offset"),
+            (base_timestamp, "base timestamp"),
+            (origin, "origin timestamp"),
+            (length, "batch length"),
+        )
+    )
+    count = pack_u32(len(frames), "message count")
+    batch_checksum = xxh3_64_intdigest(fields + count + b"".join(checksums))
+    return b"".join((fields, pack_u64(batch_checksum), count, _RESERVED, *frames))
+
+
+def decode_batch(reader: Reader, *, verify: bool) -> list[Message]:
+    """One batch, its messages with absolute offsets and timestamps. ``verify`` checks both
+    checksums, as the real server does at admission (4027 / 4039, §6.1); the client does not."""
+    fields = reader.take(40, "batch header")
+    batch_reader = Reader(fields)
+    _partition_id = batch_reader.u64()
+    base_offset = batch_reader.u64()
+    base_timestamp = batch_reader.u64()
+    origin = batch_reader.u64()
+    length = batch_reader.u64()
+    batch_checksum = reader.u64("batch checksum")
+    count_raw = reader.take(4, "message count")
+    count = int.from_bytes(count_raw, "little")
+    if reader.take(len(_RESERVED), "batch reserved bytes") != _RESERVED:
+        malformed("the batch header's reserved bytes are not zero")
+    if length < BATCH_HEADER_SIZE:
+        malformed(f"batch length {length} is below the 256-byte header")
+    frames = reader.sub(length - BATCH_HEADER_SIZE, "batch")
+    messages = []
+    checksums = []
+    for _ in range(count):
+        start = frames.pos
+        checksum = frames.u64("message checksum")
+        message_id = frames.u128("message id")
+        offset_delta = frames.u32("offset delta")
+        timestamp_delta = frames.u32("timestamp delta")
+        headers_length = frames.u32("user headers length")
+        payload_length = frames.u32("payload length")
+        if frames.u64("message reserved field") != 0:
+            malformed("a message's reserved field is not zero")
+        payload = frames.take(payload_length, "payload")
+        headers = decode_headers(frames.sub(headers_length, "user headers"), Era.C)
+        if verify and xxh3_64_intdigest(frames.data[start + 8 : frames.pos]) != checksum:
+            malformed(f"message {message_id} has a wrong checksum", Status.INVALID_MESSAGE_CHECKSUM)
+        checksums.append(pack_u64(checksum))
+        messages.append(
+            Message(
+                id=message_id,
+                payload=payload,
+                headers=headers,
+                offset=base_offset + offset_delta,
+                timestamp=base_timestamp,
+                origin_timestamp=origin + timestamp_delta,
+                checksum=checksum,
+            )
+        )
+    frames.expect_end("batch's messages")
+    if verify and xxh3_64_intdigest(fields + count_raw + b"".join(checksums)) != batch_checksum:
+        malformed("the batch checksum is wrong", Status.INVALID_BATCH_CHECKSUM)
+    return messages
+
+
+def split_batches(messages: Sequence[Message]) -> list[list[Message]]:
+    """Runs that fit one batch each (§6.3): one append timestamp, offsets and origin
+    timestamps within a u32 of the batch's base."""
+    batches: list[list[Message]] = []
+    low = high = 0
+    for message in messages:
+        if batches:
+            first = batches[-1][0]
+            new_low = min(low, message.origin_timestamp)
+            new_high = max(high, message.origin_timestamp)
+            if (
+                message.timestamp == first.timestamp
+                and 0 <= message.offset - first.offset <= U32_MAX
+                and new_high - new_low <= U32_MAX
+            ):
+                batches[-1].append(message)
+                low, high = new_low, new_high
+                continue
+        batches.append([message])
+        low = high = message.origin_timestamp
+    return batches
+
+
+# --- era B: 64-byte message headers -----------------------------------------------------------
+
+
+def encode_era_b_message(message: Message) -> bytes:
+    headers = encode_headers(message.headers, Era.B)
+    return b"".join(
+        (
+            pack_u64(message.checksum, "checksum"),
+            pack_u128(message.id, "message id"),
+            pack_u64(message.offset, "offset"),
+            pack_u64(message.timestamp, "timestamp"),
+            pack_u64(message.origin_timestamp, "origin timestamp"),
+            pack_u32(len(headers), "user headers length"),
+            pack_u32(len(message.payload), "payload length"),
+            bytes(8),
+            message.payload,
+            headers,
+        )
+    )
+
+
+def decode_era_b_message(reader: Reader) -> Message:
+    checksum = reader.u64("checksum")
+    message_id = reader.u128("message id")
+    offset = reader.u64("offset")
+    timestamp = reader.u64("timestamp")
+    origin = reader.u64("origin timestamp")
+    headers_length = reader.u32("user headers length")
+    payload_length = reader.u32("payload length")
+    if reader.u64("message reserved field") != 0:
+        malformed("a message's reserved field is not zero")
+    payload = reader.take(payload_length, "payload")
+    headers = decode_headers(reader.sub(headers_length, "user headers"), Era.B)
+    return Message(
+        id=message_id,
+        payload=payload,
+        headers=headers,
+        offset=offset,
+        timestamp=timestamp,
+        origin_timestamp=origin,
+        checksum=checksum,
+    )
+
+
+# --- era A ------------------------------------------------------------------------------------
+
+
+def _era_a_headers(message: Message) -> bytes:
+    headers = encode_headers(message.headers, Era.A)
+    return pack_u32(len(headers), "headers length") + headers
+
+
+def encode_era_a_sent(message: Message) -> bytes:
+    """``[id u128][headers_len u32][headers][payload_len u32][payload]`` (§9.3)."""
+    return b"".join(
+        (
+            pack_u128(message.id, "message id"),
+            _era_a_headers(message),
+            pack_u32(len(message.payload), "payload length"),
+            message.payload,
+        )
+    )
+
+
+def decode_era_a_sent(reader: Reader) -> Message:
+    message_id = reader.u128("message id")
+    headers = decode_headers(reader.sub(reader.u32("headers length"), "headers"), Era.A)
+    return Message(id=message_id, payload=reader.bytes32("payload"), headers=headers)
+
+
+def encode_era_a_polled(message: Message) -> bytes:
+    """``[offset u64][state u8][timestamp u64][id u128][checksum u32][headers_len u32]
+    [headers][length u32][payload]`` (§9.3)."""
+    if message.checksum > U32_MAX:
+        raise LocalProtocolError(f"checksum {message.checksum} does not fit era A's u32")
+    return b"".join(
+        (
+            pack_u64(message.offset, "offset"),
+            pack_u8(message.state, "message state"),
+            pack_u64(message.timestamp, "timestamp"),
+            pack_u128(message.id, "message id"),
+            pack_u32(message.checksum, "checksum"),
+            _era_a_headers(message),
+            pack_u32(len(message.payload), "payload length"),
+            message.payload,
+        )
+    )
+
+
+def decode_era_a_polled(reader: Reader) -> Message:
+    offset = reader.u64("offset")
+    state = reader.u8("message state")
+    timestamp = reader.u64("timestamp")
+    message_id = reader.u128("message id")
+    checksum = reader.u32("checksum")
+    headers = decode_headers(reader.sub(reader.u32("headers length"), "headers"), Era.A)
+    return Message(
+        id=message_id,
+        payload=reader.bytes32("payload"),
+        headers=headers,
+        offset=offset,
+        timestamp=timestamp,
+        checksum=checksum,
+        state=state,
+    )
