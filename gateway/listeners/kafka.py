@@ -34,7 +34,7 @@ from protocols.kafka.framing import (
     UnsupportedApiVersions,
     encode_api_versions_fallback,
 )
-from protocols.kafka.versions import ApiKey, advertised
+from protocols.kafka.versions import ApiKey, advertised, api_name
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,13 +83,6 @@ class Session:
 
 # Returns the response body (a kio object), raw frame bytes (hot encoders) or None (no answer).
 ApiHandler = Callable[[Session, KafkaRequest], Awaitable[Any]]
-
-
-def _api_name(key: int) -> str:
-    try:
-        return ApiKey(key).name.lower()
-    except ValueError:
-        return "unknown"
 
 
 class KafkaService:
@@ -152,11 +145,7 @@ class KafkaService:
         while True:
             req = codec.next_request()
             if req is NEED_DATA:
-                data = await conn.receive()
-                if data:
-                    codec.receive_data(data)
-                else:
-                    codec.receive_eof()
+                await conn.feed(codec)
                 continue
             if req is CONNECTION_CLOSED:
                 return
@@ -168,9 +157,9 @@ class KafkaService:
                 conn.bind(client_id=req.client_id)
             if not session.authenticated and req.api_key not in _BEFORE_AUTH:
                 raise RemoteProtocolError(
-                    f"{_api_name(req.api_key)} before SASL authentication on a SASL listener"
+                    f"{api_name(req.api_key)} before SASL authentication on a SASL listener"
                 )
-            wire_command = _api_name(req.api_key)
+            wire_command = api_name(req.api_key) or "unknown"
             t0 = time.perf_counter()
             ctx = session.ctx = RequestContext(tr.PROTOCOL, wire_command)
             inflight.inc()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -36,10 +35,6 @@ if TYPE_CHECKING:
     from gateway.listeners.kafka import Session
 
 _ACKS = {0: Acks.NONE, 1: Acks.LEADER, -1: Acks.ALL}
-
-
-def _ms(value: Any) -> int:
-    return int(value.total_seconds() * 1000) if isinstance(value, timedelta) else int(value)
 
 
 # --- Produce -------------------------------------------------------------------------------------
@@ -109,7 +104,7 @@ async def _append(
 
 async def fetch(session: Session, req: KafkaRequest) -> bytes:
     body = req.body
-    max_wait_ms = max(0, _ms(body.max_wait))
+    max_wait_ms = max(0, tr.millis(body.max_wait))
     min_bytes = max(1, body.min_bytes)
     max_bytes = getattr(body, "max_bytes", 0x7FFFFFFF)
     wanted = [

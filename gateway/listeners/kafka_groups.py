@@ -5,7 +5,6 @@ kept by the backend (DESIGN.md §3)."""
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -34,10 +33,6 @@ if TYPE_CHECKING:
 _INT32_MIN = -(2**31)  # "authorized operations not requested" (kafka.md §1.4 trap 6)
 
 
-def _ms(value: Any) -> int:
-    return int(value.total_seconds() * 1000) if isinstance(value, timedelta) else int(value)
-
-
 def _generation(body: Any) -> int:
     for name in ("generation_id", "generation_id_or_member_epoch"):
         if hasattr(body, name):
@@ -62,7 +57,7 @@ async def find_coordinator(session: Session, req: KafkaRequest) -> Any:
 async def join_group(session: Session, req: KafkaRequest) -> Any:
     assert session.ctx is not None
     b = req.body
-    session_timeout = _ms(b.session_timeout)
+    session_timeout = tr.millis(b.session_timeout)
     cmd = JoinGroup(
         group=b.group_id,
         stream=session.settings.stream,
@@ -71,7 +66,7 @@ async def join_group(session: Session, req: KafkaRequest) -> Any:
         client_id=session.client_id,
         client_host=session.peer_host,
         session_timeout_ms=session_timeout,
-        rebalance_timeout_ms=_ms(getattr(b, "rebalance_timeout", session_timeout)),
+        rebalance_timeout_ms=tr.millis(getattr(b, "rebalance_timeout", session_timeout)),
         protocol_type=b.protocol_type,
         protocols=tuple((p.name, bytes(p.metadata)) for p in b.protocols),
     )

@@ -56,11 +56,7 @@ class RogService:
                     await conn.send(codec.send(exc.hint))
                 raise
             if frame is NEED_DATA:
-                data = await conn.receive()
-                if data:
-                    codec.receive_data(data)
-                else:
-                    codec.receive_eof()
+                await conn.feed(codec)
                 continue
             if frame is CONNECTION_CLOSED:
                 return

@@ -21,7 +21,7 @@ import structlog
 import trio
 
 from gateway.metrics import CONNECTION_ERROR_REASONS, Metrics
-from protocols._wire import FrameTooLarge, ProtocolError
+from protocols._wire import FrameTooLarge, ProtocolError, Receiver
 
 log = structlog.get_logger("streamgate.session")
 _conn_ids = itertools.count(1)
@@ -104,6 +104,14 @@ class Connection:
             self._bytes_in.inc(len(data))
             return data
         return b""  # cancelled by drain()
+
+    async def feed(self, codec: Receiver) -> None:
+        """Hand the codec the next bytes from the client, or the EOF."""
+        data = await self.receive()
+        if data:
+            codec.receive_data(data)
+        else:
+            codec.receive_eof()
 
     async def send(self, data: bytes) -> None:
         """Queue bytes for the writer; waits (pausing this connection) when the queue is full."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import timedelta
 
 from crc32c import crc32c
 from kio.schema.errors import ErrorCode
@@ -98,6 +99,11 @@ def error_code(exc: GatewayError, *, group: bool = False) -> ErrorCode:
         if isinstance(exc, cls):
             return code
     return ErrorCode.unknown_server_error
+
+
+def millis(value: timedelta | int) -> int:
+    """A kio duration field (``timedelta``) as the milliseconds Kafka sent."""
+    return int(value.total_seconds() * 1000) if isinstance(value, timedelta) else int(value)
 
 
 def check_topic_name(name: str) -> None:
@@ -304,6 +310,7 @@ __all__ = [
     "encode_messages",
     "error_code",
     "fetch_records",
+    "millis",
     "produce_batch",
     "topic_config",
 ]

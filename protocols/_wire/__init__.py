@@ -22,6 +22,7 @@ from .primitives import (
     encode_uvarint,
     encode_varint,
 )
+from .receiver import Receiver
 from .sentinel import CONNECTION_CLOSED, NEED_DATA, ConnectionClosed, NeedData
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "NeedData",
     "ProtocolError",
     "ReceiveBuffer",
+    "Receiver",
     "RemoteProtocolError",
     "decode_uvarint",
     "decode_uvarlong",

@@ -13,12 +13,11 @@ from typing import TypeVar
 from xxhash import xxh3_64_intdigest
 
 from protocols._wire import (
-    CONNECTION_CLOSED,
     NEED_DATA,
     ConnectionClosed,
     LocalProtocolError,
     NeedData,
-    ReceiveBuffer,
+    Receiver,
     RemoteProtocolError,
 )
 
@@ -132,34 +131,8 @@ class IggyReply:
     eviction: Eviction | None = None  # VSR: the session was ended (§3.4)
 
 
-class _Receiver:
-    __slots__ = ("_buffer", "_eof")
-
-    def __init__(self, max_frame_size: int) -> None:
-        self._buffer = ReceiveBuffer(max_frame_size)
-        self._eof = False
-
-    @property
-    def trailing_data(self) -> bytes:
-        return self._buffer.unparsed()
-
-    def receive_data(self, data: bytes) -> None:
-        if self._eof:
-            raise LocalProtocolError("receive_data() after receive_eof()")
-        self._buffer.feed(data)
-
-    def receive_eof(self) -> None:
-        self._eof = True
-
-    def _idle(self, what: str) -> NeedData | ConnectionClosed:
-        """No whole frame buffered (the parse was rolled back)."""
-        if not self._eof:
-            return NEED_DATA
-        if len(self._buffer):
-            raise RemoteProtocolError(
-                f"connection closed inside a {what} ({len(self._buffer)} bytes of it)"
-            )
-        return CONNECTION_CLOSED
+class _Receiver(Receiver):
+    __slots__ = ()
 
     def _read_vsr(self, commands: tuple[int, ...]) -> tuple[bytes, bytes] | None:
         raw = self._buffer.consume_exactly(HEADER_SIZE)

@@ -22,16 +22,16 @@ from protocols._wire import (
     CONNECTION_CLOSED,
     I16_BE,
     I32_BE,
-    NEED_DATA,
     ConnectionClosed,
     LocalProtocolError,
     NeedData,
     ReceiveBuffer,
+    Receiver,
     RemoteProtocolError,
     decode_uvarint,
 )
 
-from .versions import REFUSED, ApiKey
+from .versions import REFUSED, ApiKey, api_name
 
 DEFAULT_MAX_FRAME_SIZE: Final = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
 UNSUPPORTED_VERSION: Final = 35
@@ -128,13 +128,6 @@ def _decode_error(what: str, exc: Exception) -> RemoteProtocolError:
     return RemoteProtocolError(f"malformed {what}: {exc.__class__.__name__}: {exc}")
 
 
-def _api_name(api_key: int) -> str:
-    try:
-        return ApiKey(api_key).name
-    except ValueError:
-        return f"api key {api_key}"
-
-
 def _skip_tags(frame: bytes, pos: int) -> int:
     count, pos = decode_uvarint(frame, pos)
     for _ in range(count):
@@ -170,7 +163,7 @@ def _decode_api_versions(cls: type[Any], frame: bytes, version: int) -> tuple[An
     return cls(client_software_name=name, client_software_version=software), client_id
 
 
-class KafkaServerCodec:
+class KafkaServerCodec(Receiver):
     """The broker role. ``versions`` is what this listener serves: (min, max) per API key."""
 
     def __init__(
@@ -178,32 +171,13 @@ class KafkaServerCodec:
         versions: Mapping[int, tuple[int, int]],
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
     ) -> None:
+        super().__init__(max_frame_size)
         self.versions = versions
-        self._buffer = ReceiveBuffer(max_frame_size)
-        self._eof = False
-
-    def receive_data(self, data: bytes) -> None:
-        if self._eof:
-            raise LocalProtocolError("data after EOF")
-        self._buffer.feed(data)
-
-    def receive_eof(self) -> None:
-        self._eof = True
-
-    @property
-    def trailing_data(self) -> bytes:
-        return self._buffer.unparsed()
 
     def next_request(self) -> KafkaRequest | UnsupportedApiVersions | NeedData | ConnectionClosed:
         frame = _frame(self._buffer)
         if frame is None:
-            if not self._eof:
-                return NEED_DATA
-            if self._buffer.pending:
-                raise RemoteProtocolError(
-                    f"connection closed inside a request ({self._buffer.pending} bytes of it)"
-                )
-            return CONNECTION_CLOSED
+            return self._idle("request")
         return self.decode_request(frame)
 
     def decode_request(self, frame: bytes) -> KafkaRequest | UnsupportedApiVersions:
@@ -220,9 +194,9 @@ class KafkaServerCodec:
                 return UnsupportedApiVersions(
                     api_version=version, correlation_id=correlation_id, client_id=None
                 )
-            raise RemoteProtocolError(
-                f"{_api_name(api_key)} v{version} is not served (range {low}-{high})"
-            )
+            known = api_name(api_key)
+            name = known.upper() if known else f"api key {api_key}"
+            raise RemoteProtocolError(f"{name} v{version} is not served (range {low}-{high})")
         try:
             cls, read_header, read_body = _request_codec(api_key, version)
         except Exception as exc:  # kio has no schema for it: a gap in our table, not the peer
@@ -273,15 +247,14 @@ def encode_api_versions_fallback(
     return I32_BE.pack(len(body)) + body
 
 
-class KafkaClientCodec:
+class KafkaClientCodec(Receiver):
     """The client role: number requests, then decode each response as what it answers."""
 
     def __init__(self, client_id: str | None, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        super().__init__(max_frame_size)
         self.client_id = client_id
-        self._buffer = ReceiveBuffer(max_frame_size)
         self._pending: dict[int, tuple[int, int]] = {}
         self._next_id = 1
-        self._eof = False
 
     def send(
         self, body: Any, *, expect_response: bool = True, correlation_id: int | None = None
@@ -305,24 +278,10 @@ class KafkaClientCodec:
             self._pending[correlation_id] = (api_key, version)
         return correlation_id, _encode(header_cls, header, type(body), body)
 
-    def receive_data(self, data: bytes) -> None:
-        self._buffer.feed(data)
-
-    def receive_eof(self) -> None:
-        self._eof = True
-
-    @property
-    def trailing_data(self) -> bytes:
-        return self._buffer.unparsed()
-
     def next_response(self) -> KafkaResponse | NeedData | ConnectionClosed:
         frame = _frame(self._buffer)
         if frame is None:
-            if not self._eof:
-                return NEED_DATA
-            if self._buffer.pending:
-                raise RemoteProtocolError("connection closed inside a response")
-            return CONNECTION_CLOSED
+            return self._idle("response")
         if len(frame) < 4:
             raise RemoteProtocolError("a response without a correlation id")
         correlation_id = I32_BE.unpack_from(frame, 0)[0]

@@ -76,9 +76,17 @@ REFUSED: Final[Mapping[int, frozenset[int]]] = MappingProxyType(
 )
 
 
+def api_name(api_key: int) -> str | None:
+    """``produce``, ``fetch``, ... for the keys we serve; None for any other key."""
+    try:
+        return ApiKey(api_key).name.lower()
+    except ValueError:
+        return None
+
+
 def advertised(*, sasl: bool) -> dict[int, tuple[int, int]]:
     """The ApiVersions answer of a listener: SASL keys only on SASL listeners (kafka.md §1.2)."""
     return {k: v for k, v in ADVERTISED.items() if sasl or k not in SASL_KEYS}
 
 
-__all__ = ["ADVERTISED", "REFUSED", "SASL_KEYS", "ApiKey", "advertised"]
+__all__ = ["ADVERTISED", "REFUSED", "SASL_KEYS", "ApiKey", "advertised", "api_name"]

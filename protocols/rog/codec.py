@@ -10,7 +10,7 @@ from protocols._wire import (
     ConnectionClosed,
     LocalProtocolError,
     NeedData,
-    ReceiveBuffer,
+    Receiver,
     RemoteProtocolError,
 )
 
@@ -44,26 +44,13 @@ __all__ = [
 DEFAULT_MAX_FRAME_SIZE = 64 * 1024 * 1024
 
 
-class RogServerCodec:
-    __slots__ = ("_buffer", "_eof", "_replied", "_request")
+class RogServerCodec(Receiver):
+    __slots__ = ("_replied", "_request")
 
     def __init__(self, max_frame_size: int) -> None:
-        self._buffer = ReceiveBuffer(max_frame_size)
-        self._eof = False
+        super().__init__(max_frame_size)
         self._request: Request | None = None
         self._replied = False
-
-    @property
-    def trailing_data(self) -> bytes:
-        return self._buffer.unparsed()
-
-    def receive_data(self, data: bytes) -> None:
-        if self._eof:
-            raise LocalProtocolError("receive_data() after receive_eof()")
-        self._buffer.feed(data)
-
-    def receive_eof(self) -> None:
-        self._eof = True
 
     def next_frame(self) -> Request | NeedData | ConnectionClosed:
         # One request per connection (rog.md §1): bytes after it are never parsed, as the real
@@ -106,17 +93,12 @@ class RogServerCodec:
         return encode_response(response)
 
 
-class RogClientCodec:
-    __slots__ = ("_buffer", "_eof", "_outstanding")
+class RogClientCodec(Receiver):
+    __slots__ = ("_outstanding",)
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
-        self._buffer = ReceiveBuffer(max_frame_size)
-        self._eof = False
+        super().__init__(max_frame_size)
         self._outstanding: Request | None = None
-
-    @property
-    def trailing_data(self) -> bytes:
-        return self._buffer.unparsed()
 
     def send(self, request: Request) -> bytes:
         if self._outstanding is not None:
@@ -126,14 +108,6 @@ class RogClientCodec:
         data = encode_request(request)  # may refuse; then nothing is outstanding
         self._outstanding = request
         return data
-
-    def receive_data(self, data: bytes) -> None:
-        if self._eof:
-            raise LocalProtocolError("receive_data() after receive_eof()")
-        self._buffer.feed(data)
-
-    def receive_eof(self) -> None:
-        self._eof = True
 
     def next_frame(self) -> Response | NeedData | ConnectionClosed:
         if self._outstanding is None:

@@ -1,0 +1,44 @@
+"""The receiving half every codec shares: bytes in, EOF, what is left unparsed."""
+
+from __future__ import annotations
+
+from .buffer import ReceiveBuffer
+from .errors import LocalProtocolError, RemoteProtocolError
+from .sentinel import CONNECTION_CLOSED, NEED_DATA, ConnectionClosed, NeedData
+
+
+class Receiver:
+    """Base of the codecs: one ``ReceiveBuffer`` (its max frame size checked before a frame is
+    waited for) and the EOF flag. Subclasses parse from ``_buffer``."""
+
+    __slots__ = ("_buffer", "_eof")
+
+    def __init__(self, max_frame_size: int) -> None:
+        self._buffer = ReceiveBuffer(max_frame_size)
+        self._eof = False
+
+    @property
+    def trailing_data(self) -> bytes:
+        return self._buffer.unparsed()
+
+    def receive_data(self, data: bytes) -> None:
+        if self._eof:
+            raise LocalProtocolError("receive_data() after receive_eof()")
+        self._buffer.feed(data)
+
+    def receive_eof(self) -> None:
+        self._eof = True
+
+    def _idle(self, what: str) -> NeedData | ConnectionClosed:
+        """No whole frame is buffered (the parse committed nothing): wait, or the peer closed
+        cleanly between frames, or it closed inside one."""
+        if not self._eof:
+            return NEED_DATA
+        if len(self._buffer):
+            raise RemoteProtocolError(
+                f"connection closed inside a {what} ({len(self._buffer)} bytes of it)"
+            )
+        return CONNECTION_CLOSED
+
+
+__all__ = ["Receiver"]
