@@ -12,9 +12,10 @@ from prometheus_client import CollectorRegistry
 
 from gateway.admin_http import Health, serve_admin
 from gateway.backends import Backend
-from gateway.backends.url import create_backend
+from gateway.backends.url import create_backend, embedded_path
 from gateway.config import Config
-from gateway.coordination import GroupCoordinator, UserStore
+from gateway.coordination import AssignedGroups, GroupCoordinator, UserStore
+from gateway.listeners.iggy import IggyService, IggySettings
 from gateway.listeners.kafka import KafkaService, KafkaSettings
 from gateway.listeners.rog import RogService
 from gateway.listeners.session import Drain, Handler, Limits, ListenerInfo, serve_protocol
@@ -52,6 +53,19 @@ def _optional(value: int) -> int | None:
     return None if value < 0 else value
 
 
+def users_path(config: Config) -> str | None:
+    """Where the user store persists (see AuthConfig.users_file)."""
+    where = config.auth.users_file
+    if where == "none":
+        return None
+    if where:
+        return where
+    url = config.backend.url
+    if url.partition(":")[0].lower() == "embedded":
+        return str(embedded_path(url) / "users.json")
+    return None
+
+
 def build_backend(config: Config) -> Backend:
     b = config.backend
     return create_backend(
@@ -86,16 +100,17 @@ async def serve_gateway(
         min_session_timeout_ms=g.min_session_timeout_ms,
         max_session_timeout_ms=g.max_session_timeout_ms,
     )
-    users = config.auth.user_map()
+    users = UserStore(
+        config.auth.user_map(),
+        root_username=config.auth.root_username,
+        root_password=config.auth.root_password,
+        path=users_path(config),
+    )
     router = Router(
         backend,
         metrics,
         coordinator=None if backend.capabilities.native_groups else coordinator,
-        users=UserStore(
-            users,
-            root_username=config.auth.root_username,
-            root_password=config.auth.root_password,
-        ),
+        users=users,
     )
     health = Health(ping=backend.ping)
     drain = Drain()
@@ -118,6 +133,15 @@ async def serve_gateway(
         )
         handler = KafkaService(router, settings).handler()
         services.append(("kafka", handler, kafka.port, config.listener_host(kafka)))
+    iggy = config.listeners.iggy
+    if iggy.enabled:
+        iggy_settings = IggySettings(
+            advertised_host=iggy.advertised_host or config.advertised_host,
+            advertised_port=iggy.advertised_port,
+            max_frame_bytes=limits.max_frame_bytes,
+        )
+        iggy_service = IggyService(router, iggy_settings, users=users, groups=AssignedGroups())
+        services.append(("iggy", iggy_service.handler(), iggy.port, config.listener_host(iggy)))
 
     async with trio.open_nursery() as outer:
         await outer.start(backend.run)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import os
 import sys
@@ -23,6 +24,7 @@ _RUN_FLAGS: tuple[tuple[str, str, str], ...] = (
     ("--fsync", "backend.fsync", "embedded store: always | interval:<ms> | never"),
     ("--rog-port", "listeners.rog.port", "Rog listener port (default 7878, 0 = any)"),
     ("--kafka-port", "listeners.kafka.port", "Kafka listener port (default 9092, 0 = any)"),
+    ("--iggy-port", "listeners.iggy.port", "Iggy listener port (default 8090, 0 = any)"),
     ("--admin-port", "admin.port", "metrics/health HTTP port (default 9464, 0 = any)"),
     ("--log-level", "log.level", "debug | info | warning | error"),
     ("--log-format", "log.format", "auto | console | json"),
@@ -64,6 +66,17 @@ def _parser() -> argparse.ArgumentParser:
     kafka.add_argument("--acks", default="all", help="producer acks: 0 | 1 | all")
     kafka.add_argument("--dir", default=None, help="where the started gateway stores data")
     kafka.add_argument("--fsync", default="interval:1000", help="fsync of the started gateway")
+    iggy = bench_sub.add_parser("iggy", help="apache-iggy send and poll in batches")
+    iggy.add_argument(
+        "--address", default=None, help="host:port to measure (default: start streamgate)"
+    )
+    iggy.add_argument("--sizes", default="100,1024", help="message sizes in bytes")
+    iggy.add_argument("--batch", type=int, default=1000, help="messages per send and per poll")
+    iggy.add_argument("--messages", type=int, default=1_000_000, help="messages per size")
+    iggy.add_argument("--username", default="iggy", help="user to log in as")
+    iggy.add_argument("--password", default="iggy", help="its password")
+    iggy.add_argument("--dir", default=None, help="where the started gateway stores data")
+    iggy.add_argument("--fsync", default="interval:1000", help="fsync of the started gateway")
     return p
 
 
@@ -98,24 +111,44 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bench_kafka(args: argparse.Namespace) -> int:
-    import contextlib
+def _endpoint(stack: contextlib.ExitStack, args: argparse.Namespace, given: str | None,
+              protocol: str) -> str:  # fmt: skip
+    """The endpoint to measure: ``given``, else a ``streamgate run`` child on a temp dir."""
+    from gateway.bench.kafka import gateway_process
 
-    from gateway.bench.kafka import bench_kafka, gateway_process
+    if given is not None:
+        return given
+    tmp = stack.enter_context(tempfile.TemporaryDirectory(dir=args.dir, prefix="streamgate-bench-"))
+    address = stack.enter_context(gateway_process(tmp, args.fsync, protocol))
+    print(f"started streamgate (embedded, fsync {args.fsync}) on {address}", flush=True)
+    return address
+
+
+def _bench_kafka(args: argparse.Namespace) -> int:
+    from gateway.bench.kafka import bench_kafka
 
     sizes = [int(s) for s in args.sizes.split(",") if s]
     with contextlib.ExitStack() as stack:
-        bootstrap = args.bootstrap
-        if bootstrap is None:
-            tmp = stack.enter_context(
-                tempfile.TemporaryDirectory(dir=args.dir, prefix="streamgate-bench-")
-            )
-            bootstrap = stack.enter_context(gateway_process(tmp, args.fsync))
-            print(f"started streamgate (embedded, fsync {args.fsync}) on {bootstrap}", flush=True)
+        bootstrap = _endpoint(stack, args, args.bootstrap, "kafka")
         for size in sizes:
             result = bench_kafka(
                 bootstrap, message_size=size, messages=args.messages,
                 partitions=args.partitions, acks=args.acks,
+            )  # fmt: skip
+            print(result.format(), flush=True)
+    return 0
+
+
+def _bench_iggy(args: argparse.Namespace) -> int:
+    from gateway.bench.iggy import bench_iggy
+
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    with contextlib.ExitStack() as stack:
+        address = _endpoint(stack, args, args.address, "iggy")
+        for size in sizes:
+            result = bench_iggy(
+                address, message_size=size, batch=args.batch, messages=args.messages,
+                username=args.username, password=args.password,
             )  # fmt: skip
             print(result.format(), flush=True)
     return 0
@@ -126,6 +159,8 @@ def _bench(args: argparse.Namespace) -> int:
 
     if args.target == "kafka":
         return _bench_kafka(args)
+    if args.target == "iggy":
+        return _bench_iggy(args)
 
     sizes = [int(s) for s in args.sizes.split(",") if s]
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="streamgate-bench-") as tmp:

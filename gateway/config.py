@@ -42,9 +42,18 @@ class KafkaListenerConfig(ListenerConfig):
 
 
 @dataclass(slots=True)
+class IggyListenerConfig(ListenerConfig):
+    port: int = 8090
+    # What GetClusterMetadata answers; "" / 0 = the address the client connected to.
+    advertised_host: str = ""
+    advertised_port: int = 0
+
+
+@dataclass(slots=True)
 class ListenersConfig:
     rog: ListenerConfig = field(default_factory=lambda: ListenerConfig(port=7878))
     kafka: KafkaListenerConfig = field(default_factory=KafkaListenerConfig)
+    iggy: IggyListenerConfig = field(default_factory=IggyListenerConfig)
 
 
 @dataclass(slots=True)
@@ -61,6 +70,9 @@ class AuthConfig:
     # The gateway's root user (Iggy's default root; any listener that authenticates accepts it).
     root_username: str = "iggy"
     root_password: str = "iggy"
+    # Where users, permissions and tokens are kept: "" = users.json in the embedded backend's
+    # data directory (in memory for other backends), "none" = in memory, else a file path.
+    users_file: str = ""
 
     def user_map(self) -> dict[str, str]:
         out: dict[str, str] = {}

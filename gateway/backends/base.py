@@ -42,12 +42,16 @@ from gateway.model import (
     ListStreamsResult,
     ListTopics,
     ListTopicsResult,
+    PurgeStream,
+    PurgeStreamResult,
     PurgeTopic,
     PurgeTopicResult,
     Read,
     ReadResult,
     Stats,
     StatsResult,
+    UpdateStream,
+    UpdateStreamResult,
     UpdateTopic,
     UpdateTopicResult,
 )
@@ -80,6 +84,8 @@ class Backend(Protocol):
 
     async def create_stream(self, cmd: CreateStream) -> CreateStreamResult: ...
     async def delete_stream(self, cmd: DeleteStream) -> DeleteStreamResult: ...
+    async def update_stream(self, cmd: UpdateStream) -> UpdateStreamResult: ...
+    async def purge_stream(self, cmd: PurgeStream) -> PurgeStreamResult: ...
     async def list_streams(self, cmd: ListStreams) -> ListStreamsResult: ...
     async def create_topic(self, cmd: CreateTopic) -> CreateTopicResult: ...
     async def delete_topic(self, cmd: DeleteTopic) -> DeleteTopicResult: ...

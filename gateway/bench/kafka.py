@@ -48,12 +48,13 @@ class KafkaBenchResult:
 
 
 @contextmanager
-def gateway_process(data_dir: str, fsync: str) -> Iterator[str]:
-    """A ``streamgate run`` child on ephemeral ports; yields its Kafka bootstrap address."""
+def gateway_process(data_dir: str, fsync: str, protocol: str = "kafka") -> Iterator[str]:
+    """A ``streamgate run`` child on ephemeral ports; yields the address of its ``protocol``
+    listener (``host:port``)."""
     cmd = [
         sys.executable, "-m", "gateway.cli", "run", "--backend", f"embedded:{data_dir}",
-        "--fsync", fsync, "--kafka-port", "0", "--rog-port", "0", "--admin-port", "0",
-        "--log-level", "warning", "--log-format", "json",
+        "--fsync", fsync, "--kafka-port", "0", "--rog-port", "0", "--iggy-port", "0",
+        "--admin-port", "0", "--log-level", "warning", "--log-format", "json",
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
@@ -65,10 +66,10 @@ def gateway_process(data_dir: str, fsync: str) -> Iterator[str]:
             if not line:
                 raise RuntimeError(f"streamgate exited with {proc.wait()}")
             words = line.split()
-            if words[:3] == ["kafka", "listening", "on"]:
+            if words[:3] == [protocol, "listening", "on"]:
                 address = words[3]
         if not address:
-            raise RuntimeError("streamgate did not report its Kafka listener in time")
+            raise RuntimeError(f"streamgate did not report its {protocol} listener in time")
         yield address
     finally:
         proc.send_signal(signal.SIGTERM)  # by pid: the child this function started

@@ -15,6 +15,7 @@ Iggy's: membership ends with the client's connection (``leave_all``).
 from __future__ import annotations
 
 import builtins
+from collections.abc import Callable
 
 from gateway.model import GroupExists, InvalidRequest, UnknownGroup, UnknownMember
 
@@ -202,6 +203,27 @@ class AssignedGroups:
     def drop_stream(self, stream: str) -> None:
         for s, t in [key for key in self._topics if key[0] == stream]:
             self.drop_topic(s, t)
+
+    def rename_topic(self, stream: str, topic: str, new_name: str) -> None:
+        """The topic was renamed: its groups (and their members' memberships) follow."""
+        self._move(lambda s, t: (s, new_name) if (s, t) == (stream, topic) else None)
+
+    def rename_stream(self, stream: str, new_name: str) -> None:
+        self._move(lambda s, t: (new_name, t) if s == stream else None)
+
+    def _move(self, rename: Callable[[str, str], TopicKey | None]) -> None:
+        moves = {key: new for key in self._topics if (new := rename(*key)) is not None}
+        for old, new in moves.items():
+            groups = self._topics[new] = self._topics.pop(old)
+            if old in self._next_id:
+                self._next_id[new] = self._next_id.pop(old)
+            for group in groups.values():
+                group.stream, group.topic = new
+        for keys in self._memberships.values():
+            for s, t, g in list(keys):
+                if (s, t) in moves:
+                    keys.discard((s, t, g))
+                    keys.add((*moves[(s, t)], g))
 
     def _forget(self, member_id: int, group: AssignedGroup) -> None:
         keys = self._memberships.get(member_id)

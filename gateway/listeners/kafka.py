@@ -21,7 +21,7 @@ from kio.index import load_response_schema
 from gateway.coordination import ProducerIds
 from gateway.coordination.users import MECHANISMS
 from gateway.listeners import kafka_admin, kafka_data, kafka_groups
-from gateway.listeners.session import Connection, Handler
+from gateway.listeners.session import Connection, Handler, advertised_address
 from gateway.model import Authenticate, GatewayError
 from gateway.router import RequestContext, Router
 from gateway.translate import kafka as tr
@@ -127,14 +127,7 @@ class KafkaService:
 
     def _address(self, conn: Connection) -> tuple[str, int]:
         s = self.settings
-        host, port = s.advertised_host, s.advertised_port
-        if not host or not port:
-            try:
-                local = conn.stream.socket.getsockname()  # type: ignore[attr-defined]
-                host, port = host or str(local[0]), port or int(local[1])
-            except (AttributeError, OSError):
-                host, port = host or "127.0.0.1", port or 9092
-        return host, port
+        return advertised_address(conn, s.advertised_host, s.advertised_port, 9092)
 
     async def handle(self, conn: Connection) -> None:
         codec = KafkaServerCodec(self.versions, self.settings.max_frame_bytes)

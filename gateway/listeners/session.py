@@ -150,6 +150,19 @@ async def _writer(stream: trio.abc.Stream, channel: trio.MemoryReceiveChannel[by
             await stream.send_all(chunks[0] if len(chunks) == 1 else b"".join(chunks))
 
 
+def advertised_address(
+    conn: Connection, host: str, port: int, default_port: int
+) -> tuple[str, int]:
+    """What discovery answers carry: the configured address, else where the client connected."""
+    if not host or not port:
+        try:
+            local = conn.stream.socket.getsockname()  # type: ignore[attr-defined]
+            host, port = host or str(local[0]), port or int(local[1])
+        except (AttributeError, OSError):
+            host, port = host or "127.0.0.1", port or default_port
+    return host, port
+
+
 def _peer_of(stream: trio.abc.Stream) -> str:
     try:
         host, port, *_ = stream.socket.getpeername()  # type: ignore[attr-defined]
@@ -275,5 +288,6 @@ async def _close_on_drain(drain: Drain, scope: trio.CancelScope) -> None:
 
 
 __all__ = [
-    "Connection", "Drain", "Handler", "IdleTimeout", "Limits", "ListenerInfo", "serve_protocol",
+    "Connection", "Drain", "Handler", "IdleTimeout", "Limits", "ListenerInfo",
+    "advertised_address", "serve_protocol",
 ]  # fmt: skip

@@ -38,6 +38,23 @@ class DeleteStream(Command[r.DeleteStreamResult]):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class UpdateStream(Command[r.UpdateStreamResult]):
+    """Rename a stream; its id, topics, messages and committed offsets go with it (Iggy)."""
+
+    name: ClassVar[str] = "update_stream"
+    stream: str
+    new_name: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PurgeStream(Command[r.PurgeStreamResult]):
+    """``purge_topic`` for every topic of the stream (Iggy PurgeStream)."""
+
+    name: ClassVar[str] = "purge_stream"
+    stream: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ListStreams(Command[r.ListStreamsResult]):
     name: ClassVar[str] = "list_streams"
 
@@ -75,6 +92,9 @@ class UpdateTopic(Command[r.UpdateTopicResult]):
     name: ClassVar[str] = "update_topic"
     topic: Topic
     config: TopicConfig
+    # Iggy's UpdateTopic carries the name too: a different one renames the topic in its stream,
+    # in the same step as the config change.
+    new_name: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -277,9 +297,11 @@ __all__ = [
     "ListOffsets",
     "ListStreams",
     "ListTopics",
+    "PurgeStream",
     "PurgeTopic",
     "Read",
     "Stats",
     "SyncGroup",
+    "UpdateStream",
     "UpdateTopic",
 ]

@@ -58,6 +58,16 @@ class DeleteStreamResult:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class UpdateStreamResult:
+    info: StreamInfo
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PurgeStreamResult:
+    pass
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ListStreamsResult:
     streams: tuple[StreamInfo, ...]
 
@@ -244,11 +254,13 @@ __all__ = [
     "ListTopicsResult",
     "MemberInfo",
     "PartitionInfo",
+    "PurgeStreamResult",
     "PurgeTopicResult",
     "ReadResult",
     "StatsResult",
     "StreamInfo",
     "SyncGroupResult",
     "TopicInfo",
+    "UpdateStreamResult",
     "UpdateTopicResult",
 ]

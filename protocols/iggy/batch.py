@@ -7,6 +7,7 @@ every frame checksum in order (§6.1; checked against V5/V6 of §10).
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 
 from xxhash import xxh3_64_intdigest
@@ -38,6 +39,12 @@ BATCH_HEADER_SIZE = 256
 FRAME_HEADER_SIZE = 48
 LEGACY_HEADER_SIZE = 64  # era B
 _RESERVED = bytes(BATCH_HEADER_SIZE - 52)
+# A frame header after its checksum: id (two u64 halves), offset delta, timestamp delta, user
+# headers length, payload length, 8 reserved bytes.
+_FRAME_REST = struct.Struct("<QQIIII8x")
+_FRAME_HEADER = struct.Struct("<QQQIIIIQ")  # the whole 48 bytes, checksum first
+_U64 = struct.Struct("<Q")
+_MASK64 = (1 << 64) - 1
 
 
 # --- era C: batches ---------------------------------------------------------------------------
@@ -55,23 +62,32 @@ def encode_batch(
     origin = min((m.origin_timestamp for m in messages), default=0)
     frames = []
     checksums = []
+    pack_rest, pack_u64_ = _FRAME_REST.pack, _U64.pack
     for message, offset_delta in zip(messages, offset_deltas, strict=True):
-        headers = encode_headers(message.headers, Era.C)
-        body = b"".join(
-            (
-                pack_u128(message.id, "message id"),
-                pack_u32(offset_delta, "offset delta"),
-                pack_u32(message.origin_timestamp - origin, "timestamp delta"),
-                pack_u32(len(headers), "user headers length"),
-                pack_u32(len(message.payload), "payload length"),
-                bytes(8),
-                message.payload,
-                headers,
+        headers = encode_headers(message.headers, Era.C) if message.headers else b""
+        message_id = message.id
+        try:
+            body = (
+                pack_rest(
+                    message_id & _MASK64,
+                    message_id >> 64,
+                    offset_delta,
+                    message.origin_timestamp - origin,
+                    len(headers),
+                    len(message.payload),
+                )
+                + message.payload
+                + headers
             )
-        )
-        checksum = xxh3_64_intdigest(body)
-        checksums.append(pack_u64(checksum))
-        frames.append(pack_u64(checksum) + body)
+        except struct.error as exc:
+            raise LocalProtocolError(
+                f"message {message_id}: id, offset delta {offset_delta} or timestamp delta "
+                f"{message.origin_timestamp - origin} does not fit its field ({exc})"
+            ) from None
+        checksum = pack_u64_(xxh3_64_intdigest(body))
+        checksums.append(checksum)
+        frames.append(checksum)
+        frames.append(body)
     length = BATCH_HEADER_SIZE + sum(len(frame) for frame in frames)
     fields = b"".join(
         pack_u64(value, what)
@@ -83,7 +99,7 @@ def encode_batch(
             (length, "batch length"),
         )
     )
-    count = pack_u32(len(frames), "message count")
+    count = pack_u32(len(checksums), "message count")
     batch_checksum = xxh3_64_intdigest(fields + count + b"".join(checksums))
     return b"".join((fields, pack_u64(batch_checksum), count, _RESERVED, *frames))
 
@@ -106,23 +122,33 @@ def decode_batch(reader: Reader, *, verify: bool) -> list[Message]:
     if length < BATCH_HEADER_SIZE:
         malformed(f"batch length {length} is below the 256-byte header")
     frames = reader.sub(length - BATCH_HEADER_SIZE, "batch")
+    data, end = frames.data, frames.end
+    unpack_header = _FRAME_HEADER.unpack_from
     messages = []
     checksums = []
+    pos = frames.pos
     for _ in range(count):
-        start = frames.pos
-        checksum = frames.u64("message checksum")
-        message_id = frames.u128("message id")
-        offset_delta = frames.u32("offset delta")
-        timestamp_delta = frames.u32("timestamp delta")
-        headers_length = frames.u32("user headers length")
-        payload_length = frames.u32("payload length")
-        if frames.u64("message reserved field") != 0:
+        start = pos
+        if pos + FRAME_HEADER_SIZE > end:
+            malformed("a message header runs past the end of its batch")
+        (checksum, id_low, id_high, offset_delta, timestamp_delta, headers_length,
+         payload_length, reserved) = unpack_header(data, pos)  # fmt: skip
+        if reserved != 0:
             malformed("a message's reserved field is not zero")
-        payload = frames.take(payload_length, "payload")
-        headers = decode_headers(frames.sub(headers_length, "user headers"), Era.C)
-        if verify and xxh3_64_intdigest(frames.data[start + 8 : frames.pos]) != checksum:
+        message_id = id_high << 64 | id_low
+        pos += FRAME_HEADER_SIZE
+        payload_end = pos + payload_length
+        headers_end = payload_end + headers_length
+        if headers_end > end:
+            malformed(f"message {message_id} runs past the end of its batch")
+        payload = bytes(data[pos:payload_end])
+        headers = (
+            decode_headers(Reader(data, payload_end, headers_end), Era.C) if headers_length else ()
+        )
+        pos = headers_end
+        if verify and xxh3_64_intdigest(data[start + 8 : pos]) != checksum:
             malformed(f"message {message_id} has a wrong checksum", Status.INVALID_MESSAGE_CHECKSUM)
-        checksums.append(pack_u64(checksum))
+        checksums.append(data[start : start + 8])
         messages.append(
             Message(
                 id=message_id,
@@ -134,6 +160,7 @@ def decode_batch(reader: Reader, *, verify: bool) -> list[Message]:
                 checksum=checksum,
             )
         )
+    frames.pos = pos
     frames.expect_end("batch's messages")
     if verify and xxh3_64_intdigest(fields + count_raw + b"".join(checksums)) != batch_checksum:
         malformed("the batch checksum is wrong", Status.INVALID_BATCH_CHECKSUM)

@@ -1,5 +1,14 @@
 """Payload layouts of system, login, user and token commands and replies (iggy.md §5.1-§5.2,
-§9.2; users and tokens from the SDK, see ``frames_users``)."""
+§9.2; users and tokens from the SDK, see ``frames_users``).
+
+Users in era C (apache-iggy 0.9.0 / SDK 0.11, core/binary_protocol; verified against the
+client): UserInfo (``responses/users/user_response.rs`` UserResponse) ends in
+``[options_len u32][options TLV]``; in UserInfoDetails (``responses/users/get_user.rs``
+UserDetailsResponse, the reply to GetUser and CreateUser) no permissions are a u32 0, four zero
+bytes, and permissions are ``[1][len u32][permissions]``; CreateUser and UpdateUser requests
+(``requests/users/create_user.rs``, ``update_user.rs``) end in an options TLV running to the
+end of the body. Permissions (``primitives/permissions.rs``), tokens and clients are unchanged.
+"""
 
 from __future__ import annotations
 
@@ -64,8 +73,11 @@ from .layout import (
     F32,
     FLAG,
     IDENT,
+    LEGACY,
     NAME,
     STR32,
+    TLV_REST,
+    TLV_SIZED,
     U8,
     U16,
     U32,
@@ -173,6 +185,8 @@ class _PermissionsKind:
 
 
 _PERMISSIONS = Maybe(_PermissionsKind())
+# Era C user replies write absent permissions as a u32 0 (UserDetailsResponse).
+_REPLY_PERMISSIONS_C = Maybe(_PermissionsKind(), padding=3)
 _CLIENT_INFO = Layout(
     ClientInfo,
     Field("client_id", U32),
@@ -184,15 +198,13 @@ _CLIENT_INFO = Layout(
 _CLIENT_GROUP = Layout(
     ClientConsumerGroup, Field("stream_id", U32), Field("topic_id", U32), Field("group_id", U32)
 )
-# User and token replies follow the legacy SDK's mappers (eras A/B). apache-iggy 0.9.0 refused
-# them with "Invalid format" when a probe sent them over VSR (GetUser, GetUsers, CreateUser):
-# its layout is not known here; the requests, by contrast, decode exactly as it sends them.
 _USER_INFO = Layout(
     UserInfo,
     Field("id", U32),
     Field("created_at", U64),
     Field("status", U8),
     Field("username", NAME),
+    Field("options", TLV_SIZED, VSR),
 )
 _CACHE_METRICS = Layout(
     CacheMetrics,
@@ -309,6 +321,7 @@ LAYOUTS: Final[dict[type[Any], Kind]] = {
         Field("password", NAME),
         Field("status", U8),
         Field("permissions", _PERMISSIONS),
+        Field("options", TLV_REST, VSR),
     ),
     DeleteUser: Layout(DeleteUser, Field("user_id", IDENT)),
     UpdateUser: Layout(
@@ -316,6 +329,7 @@ LAYOUTS: Final[dict[type[Any], Kind]] = {
         Field("user_id", IDENT),
         Field("username", Maybe(NAME)),
         Field("status", Maybe(U8)),
+        Field("options", TLV_REST, VSR),
     ),
     UpdatePermissions: Layout(
         UpdatePermissions, Field("user_id", IDENT), Field("permissions", _PERMISSIONS)
@@ -351,7 +365,10 @@ LAYOUTS: Final[dict[type[Any], Kind]] = {
     IdentityInfo: Layout(IdentityInfo, Field("user_id", U32)),
     RawReply: Layout(RawReply, Field("payload", BYTES_REST)),
     UserInfoDetails: Layout(
-        UserInfoDetails, Field("user", _USER_INFO), Field("permissions", _PERMISSIONS)
+        UserInfoDetails,
+        Field("user", _USER_INFO),
+        Field("permissions", _PERMISSIONS, LEGACY),
+        Field("permissions", _REPLY_PERMISSIONS_C, VSR),
     ),
     Users: Layout(Users, Field("users", ListOf(_USER_INFO, "rest"))),
     PersonalAccessTokens: Layout(

@@ -1,6 +1,8 @@
 """Users, permissions and personal access tokens. iggy.md only lists the operations (§3.5);
-the layouts follow the Iggy SDK (core/common commands/users, personal_access_tokens, and
-permissions_global.rs; reply mappers in core/binary_protocol utils/mapper.rs).
+the layouts follow the Iggy SDK: eras A/B the legacy one (core/common commands/users,
+personal_access_tokens, permissions_global.rs; reply mappers in core/binary_protocol
+utils/mapper.rs), era C the 0.11 wire types (core/binary_protocol requests/users,
+responses/users, primitives/permissions.rs), which add user options; see ``body_system``.
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
+from .headers import Header
 from .identifiers import Identifier
 
 __all__ = [
@@ -101,6 +104,7 @@ class CreateUser:
     password: str
     status: int  # a UserStatus
     permissions: Permissions | None = None
+    options: tuple[Header, ...] = ()  # era C: string-keyed TLV to the end of the body
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -113,6 +117,7 @@ class UpdateUser:
     user_id: Identifier
     username: str | None = None
     status: int | None = None
+    options: tuple[Header, ...] = ()  # era C: only the changed keys (a patch), to the end
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -153,6 +158,7 @@ class UserInfo:
     created_at: int
     status: int  # a UserStatus
     username: str
+    options: tuple[Header, ...] = ()  # era C
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -143,15 +143,25 @@ TLV_SIZED: Final = Primitive(
 
 @dataclass(frozen=True, slots=True)
 class Maybe:
-    """``[present u8][value]``, 0 = None (UpdateUser, CreateUser's permissions)."""
+    """``[present u8][value]``, 0 = None (UpdateUser, CreateUser's permissions).
+
+    ``padding`` zero bytes follow an absent flag: the era C user reply writes None as a u32 0,
+    i.e. the flag and three more zeros (``UserDetailsResponse``, see ``body_system``)."""
 
     kind: Kind
+    padding: int = 0
 
     def encode(self, value: Any, era: Era, /) -> bytes:
-        return b"\x00" if value is None else b"\x01" + self.kind.encode(value, era)
+        if value is None:
+            return bytes(1 + self.padding)
+        return b"\x01" + self.kind.encode(value, era)
 
     def decode(self, reader: Reader, era: Era, /) -> Any:
-        return self.kind.decode(reader, era) if reader.flag("presence flag") else None
+        if reader.flag("presence flag"):
+            return self.kind.decode(reader, era)
+        if any(reader.take(self.padding, "absent value padding")):
+            malformed("non-zero padding after an absent value")
+        return None
 
 
 @dataclass(frozen=True, slots=True)

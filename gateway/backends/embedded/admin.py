@@ -4,12 +4,19 @@ Each command holds the store's metadata lock, does its file work in a worker thr
 JSON tmp + fsync + rename, directory fsyncs), and only then changes the catalog in memory, so a
 reader never sees a topic whose files do not exist yet. Deletions go the other way: out of the
 catalog first (long-pollers wake and raise), then an atomic rename into the trash.
+
+Renames keep every directory: the name lives in stream.json/topic.json (see ``catalog``), so a
+rename is one atomic JSON replace, open partitions keep their paths and long-pollers keep
+waiting on the same log (an append under the new name wakes them). Committed offsets, keyed by
+name, are copied under the new name before the JSON names it and the old keys are forgotten
+after (``_commit_metadata``).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Final
+from collections.abc import Callable, Iterable
+from typing import Any, Final
 
 import trio
 
@@ -33,6 +40,8 @@ from .partition import Partition
 from .store import Store
 
 MAX_PARTITIONS: Final = 10_000  # per topic; a typo of a few zeros should not make a million dirs
+
+Name = tuple[str, str | None]  # (stream, topic), or (stream, None) for a whole stream
 
 
 class Admin:
@@ -70,6 +79,29 @@ class Admin:
                 _drop(topic.partitions, UnknownTopic, f"topic {topic.name!r} was deleted")
             await self.store.durable(self.store.offsets.delete_where(name))
             await self.store.trash(stream.dir)
+
+    async def update_stream(self, name: str, new_name: str) -> StreamEntry:
+        check_name("stream", new_name)
+        async with self.store.lock:
+            streams = self.store.streams
+            stream = self.store.stream(name)
+            if new_name != stream.name and new_name in streams:
+                raise StreamExists(f"stream {new_name!r} already exists")
+            path = os.path.join(stream.dir, catalog.STREAM_FILE)
+            meta = stream.meta(name=new_name)
+
+            def rename() -> None:
+                del streams[stream.name]
+                stream.name = new_name
+                streams[new_name] = stream
+
+            await self._commit_metadata((name, None), (new_name, None), path, meta, rename)
+            return stream
+
+    async def purge_stream(self, name: str) -> None:
+        async with self.store.lock:
+            topics = self.store.stream(name).topics.values()
+            await self._purge([p for topic in topics for p in topic.partitions])
 
     async def create_topic(self, cmd: CreateTopic) -> TopicEntry:
         check_name("stream", cmd.topic.stream)
@@ -115,18 +147,62 @@ class Admin:
             await self.store.durable(self.store.offsets.delete_where(stream.name, topic.name))
             await self.store.trash(topic.dir)
 
-    async def update_topic(self, name: Topic, config: TopicConfig) -> TopicEntry:
+    async def update_topic(
+        self, name: Topic, config: TopicConfig, new_name: str | None = None
+    ) -> TopicEntry:
+        """Change the settings ``config`` names and, with ``new_name``, rename: one topic.json."""
         catalog.check_config(config)
+        if new_name is not None:
+            check_name("topic", new_name)
         async with self.store.lock:
-            topic = self.store.topic(name)
+            stream = self.store.stream(name.stream)
+            topic = stream.topic(name.name)
+            target = new_name or topic.name
+            if target != topic.name and target in stream.topics:
+                raise TopicExists(f"topic {Topic(stream.name, target)} already exists")
             merged = catalog.merge_config(topic.config, config)
             path = os.path.join(topic.dir, catalog.TOPIC_FILE)
-            await trio.to_thread.run_sync(files.write_json, path, topic.meta(config=merged))
-            topic.config = merged
-            topic.log_config = catalog.effective(merged, self.store.defaults)
-            for part in topic.partitions:
-                part.config = topic.log_config
+            meta = topic.meta(config=merged, name=target)
+
+            def apply() -> None:
+                topic.config = merged
+                topic.log_config = catalog.effective(merged, self.store.defaults)
+                for part in topic.partitions:
+                    part.config = topic.log_config
+                del stream.topics[topic.name]
+                topic.name = target
+                stream.topics[target] = topic
+
+            old, new = (stream.name, topic.name), (stream.name, target)
+            await self._commit_metadata(old, new, path, meta, apply)
             return topic
+
+    async def _commit_metadata(
+        self, old: Name, new: Name, path: str, meta: dict[str, Any], apply: Callable[[], None]
+    ) -> None:
+        """Write a metadata file, then ``apply`` it in memory; on a rename, offsets follow.
+
+        The offsets are copied under the new name and made durable BEFORE the JSON names it,
+        whatever the fsync policy, so no crash leaves the renamed topic without its offsets;
+        a crash before the JSON leaves copies the next open forgets (their names do not exist).
+        """
+        offsets = self.store.offsets
+        if old == new:
+            await trio.to_thread.run_sync(files.write_json, path, meta)
+            apply()
+            return
+        try:
+            if offsets.copy_where(*old, *new) is not None:
+                await offsets.commit.flush()
+            await trio.to_thread.run_sync(files.write_json, path, meta)
+        except BaseException:
+            offsets.delete_where(*new)  # the new name does not exist: every key there is ours
+            raise
+        apply()
+        # Commits take no lock: those made under the old name meanwhile move too, in the same
+        # step as the catalog, so none is lost.
+        offsets.copy_where(*old, *new)
+        await self.store.durable(offsets.delete_where(*old))
 
     async def create_partitions(self, name: Topic, total: int) -> TopicEntry:
         async with self.store.lock:
@@ -172,10 +248,13 @@ class Admin:
 
     async def purge_topic(self, name: Topic) -> None:
         async with self.store.lock:
-            for part in self.store.topic(name).partitions:
-                part.purge()
-                if self.store.sync:
-                    await part.commit.flush()
+            await self._purge(self.store.topic(name).partitions)
+
+    async def _purge(self, parts: Iterable[Partition]) -> None:
+        for part in parts:
+            part.purge()
+            if self.store.sync:
+                await part.commit.flush()
 
 
 def _new_partitions(topic: TopicEntry, first: int, total: int) -> list[Partition]:

@@ -45,6 +45,8 @@ from gateway.model import (
     ListStreamsResult,
     ListTopics,
     ListTopicsResult,
+    PurgeStream,
+    PurgeStreamResult,
     PurgeTopic,
     PurgeTopicResult,
     Read,
@@ -52,6 +54,8 @@ from gateway.model import (
     Stats,
     StatsResult,
     TopicConfig,
+    UpdateStream,
+    UpdateStreamResult,
     UpdateTopic,
     UpdateTopicResult,
 )
@@ -130,6 +134,14 @@ class EmbeddedBackend:
         await self._admin.delete_stream(cmd.stream)
         return DeleteStreamResult()
 
+    async def update_stream(self, cmd: UpdateStream) -> UpdateStreamResult:
+        stream = await self._admin.update_stream(cmd.stream, cmd.new_name)
+        return UpdateStreamResult(info=stream.info())
+
+    async def purge_stream(self, cmd: PurgeStream) -> PurgeStreamResult:
+        await self._admin.purge_stream(cmd.stream)
+        return PurgeStreamResult()
+
     async def list_streams(self, cmd: ListStreams) -> ListStreamsResult:
         self.store.check_open()
         await trio.lowlevel.checkpoint()
@@ -158,7 +170,7 @@ class EmbeddedBackend:
         return DescribeTopicResult(info=topic.info(cmd.topic.stream))
 
     async def update_topic(self, cmd: UpdateTopic) -> UpdateTopicResult:
-        topic = await self._admin.update_topic(cmd.topic, cmd.config)
+        topic = await self._admin.update_topic(cmd.topic, cmd.config, cmd.new_name)
         return UpdateTopicResult(info=topic.info(cmd.topic.stream))
 
     async def create_partitions(self, cmd: CreatePartitions) -> CreatePartitionsResult:

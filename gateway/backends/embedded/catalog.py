@@ -10,7 +10,9 @@ Layout under the root::
 
 Directory names are escaped (see ``files``); ids are 0-based, stream ids unique in the store,
 topic ids unique in their stream. A directory without its JSON file is an interrupted create and
-goes to the trash on open.
+goes to the trash on open. The name is the one in the JSON file, not the directory's: a rename
+rewrites only that file (one atomic replace), so open partitions keep their paths, and the old
+name, created again, gets a directory of its own (``files.make_dir``).
 """
 
 from __future__ import annotations
@@ -74,14 +76,18 @@ class TopicEntry:
         return self.partitions[n]
 
     def meta(
-        self, *, config: TopicConfig | None = None, partitions: int | None = None
+        self,
+        *,
+        config: TopicConfig | None = None,
+        partitions: int | None = None,
+        name: str | None = None,
     ) -> dict[str, Any]:
-        """topic.json, optionally with the config or partition count about to be applied."""
+        """topic.json, optionally with the config, partition count or name about to be applied."""
         config = config or self.config
         cfg: dict[str, Any] = {k: getattr(config, k) for k in (*_CONFIG_FIELDS, "compression")}
         cfg["extra"] = dict(config.extra)
         return {
-            "name": self.name,
+            "name": name or self.name,
             "id": self.id,
             "created_at_us": self.created_at_us,
             "partitions": len(self.partitions) if partitions is None else partitions,
@@ -107,8 +113,9 @@ class StreamEntry:
             ),
         )
 
-    def meta(self) -> dict[str, Any]:
-        return {"name": self.name, "id": self.id, "created_at_us": self.created_at_us}
+    def meta(self, *, name: str | None = None) -> dict[str, Any]:
+        """stream.json, optionally with the name about to be applied."""
+        return {"name": name or self.name, "id": self.id, "created_at_us": self.created_at_us}
 
     def topic(self, name: str) -> TopicEntry:
         try:

@@ -8,8 +8,9 @@ file name keeps a prefix plus ``~`` and a hash of the name (``~`` never appears 
 
 The real name lives in the JSON file next to the data, never only in the path: when a
 directory name is taken anyway (a case-insensitive file system folding ``A`` onto ``a``, a
-leftover), ``make_dir`` takes the next free ``~<n>`` suffix, so two names never share a
-directory. JSON files are written tmp + fsync + rename + fsync of the directory.
+leftover, a stream or topic renamed away from that name), ``make_dir`` takes the next free
+``~<n>`` suffix, so two names never share a directory. JSON files are written tmp + fsync +
+rename + fsync of the directory.
 """
 
 from __future__ import annotations

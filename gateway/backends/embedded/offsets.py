@@ -159,17 +159,39 @@ class OffsetStore:
             self._apply(_DELETE, k, 0, "")
         return self._written()
 
+    def _where(self, stream: str, topic: str | None, min_partition: int = 0) -> list[Key]:
+        return [
+            k
+            for k in self.live
+            if k[1] == stream and (topic is None or k[2] == topic) and k[3] >= min_partition
+        ]
+
     def delete_where(
         self, stream: str, topic: str | None = None, min_partition: int = 0
     ) -> int | None:
         """Forget the offsets of a deleted stream, topic, or of partitions >= min_partition."""
-        return self.delete(
-            [
-                k
-                for k in self.live
-                if k[1] == stream and (topic is None or k[2] == topic) and k[3] >= min_partition
-            ]
+        return self.delete(self._where(stream, topic, min_partition))
+
+    def copy_where(
+        self, stream: str, topic: str | None, new_stream: str, new_topic: str | None
+    ) -> int | None:
+        """Commit the offsets of a stream (``topic`` None) or topic again under its new name.
+
+        A rename copies before its metadata names the new name and deletes the old keys after:
+        a crash in between leaves one set orphaned, which the next open forgets. Keys already
+        copied with the same value are not written again.
+        """
+        copies = (
+            ((g, new_stream, t if new_topic is None else new_topic, p), self.live[(g, s, t, p)])
+            for g, s, t, p in self._where(stream, topic)
         )
+        moved = [(k, value) for k, value in copies if self.live.get(k) != value]
+        if not moved:
+            return None
+        self._write(b"".join(encode_record(_COMMIT, k, o, m) for k, (o, m) in moved))
+        for k, (o, m) in moved:
+            self._apply(_COMMIT, k, o, m)
+        return self._written()
 
     def group_count(self) -> int:
         return len({k[0] for k in self.live})
