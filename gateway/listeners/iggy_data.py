@@ -9,6 +9,8 @@ consumer, the canonical store the NEXT one to read; ``tr.stored_offset`` convert
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from xxhash import xxh32_intdigest
@@ -32,6 +34,7 @@ from gateway.translate.iggy import IggyStatus
 from protocols import iggy as wire
 from protocols.iggy import frames_groups as fg
 from protocols.iggy import frames_messages as fm
+from protocols.iggy.batch import encode_polled
 from protocols.iggy.identifiers import (
     Balanced,
     Consumer,
@@ -84,7 +87,12 @@ async def send_messages(s: Session, cmd: fm.SendMessages) -> fm.SendMessagesResp
     else:
         assert isinstance(p, Balanced)
         partition = next(_balanced) % n
-    batch = MessageBatch(tr.to_canonical(cmd.messages, key=key, assign_ids=s.legacy))
+    stored = tr.wire_batch(cmd)
+    batch = (
+        MessageBatch(wire=stored)
+        if stored is not None
+        else MessageBatch(tr.to_canonical(cmd.messages, key=key, assign_ids=s.legacy))
+    )
     try:
         result = await s.router.execute(
             Append(topic=found.name, partition=partition, batch=batch), s.ctx
@@ -156,50 +164,78 @@ async def poll_messages(s: Session, cmd: fm.PollMessages) -> fm.PolledMessages:
     start = await _start(s, cmd, group, found, partition, end)
     if start is None or cmd.count == 0 or start >= end:
         return fm.PolledMessages(partition_id=wire_partition, current_offset=current)
+    read = Read(
+        topic=topic,
+        partition=partition,
+        offset=start,
+        max_messages=cmd.count,
+        max_bytes=s.service.settings.max_poll_bytes,
+        whole_batches=True,  # stored Iggy batches are trimmed by restamping, not decoding
+    )
     try:
-        result = await s.router.execute(
-            Read(
-                topic=topic,
-                partition=partition,
-                offset=start,
-                max_messages=cmd.count,
-                max_bytes=s.service.settings.max_poll_bytes,
-            ),
-            s.ctx,
-        )
+        result = await s.router.execute(read, s.ctx)
     except OffsetOutOfRange as exc:
         if start >= exc.log_start:
             return fm.PolledMessages(partition_id=wire_partition, current_offset=current)
-        result = await s.router.execute(
-            Read(topic=topic, partition=partition, offset=exc.log_start, max_messages=cmd.count,
-                 max_bytes=s.service.settings.max_poll_bytes),
-            s.ctx,
-        )  # fmt: skip
+        start = exc.log_start
+        result = await s.router.execute(replace(read, offset=start), s.ctx)
+    reply, last = _polled(s, result.batches, start, cmd.count, wire_partition)
+    if cmd.auto_commit and last is not None:
+        await s.router.execute(
+            CommitOffset(group=group, topic=topic, partition=partition, offset=last + 1), s.ctx
+        )
+    return replace(reply, current_offset=tr.current_offset(result.high_watermark))
+
+
+def _polled(
+    s: Session, batches: Iterable[MessageBatch], start: int, count: int, partition_id: int
+) -> tuple[fm.PolledMessages, int | None]:
+    """The poll reply for ``count`` messages from ``start`` and the offset of the last one.
+
+    One stored batch is one Iggy batch. A batch an Iggy producer sent goes back as it was
+    stored, only restamped (current framing); others are translated, their messages sharing
+    an append time, the latest timestamp of their stored batch (Iggy stamps a batch once).
+    """
     lossy = s.conn.metrics.translation_lossy
 
     def count_lossy(field: str) -> None:
         lossy.labels("canonical", tr.PROTOCOL, field).inc()
 
-    # One stored batch is one Iggy batch: its messages share an append time, the latest
-    # timestamp among them (Iggy stamps a whole batch once, §6.1).
+    fast = not s.legacy
+    encoded: list[bytes] = []
     messages: list[wire.Message] = []
-    for batch in result.batches:
-        taken = batch.messages[: cmd.count - len(messages)]
-        if not taken:
+    left, last = count, None
+    for batch in batches:
+        if left <= 0:
             break
+        stored = batch.wire
+        if fast and stored is not None and stored.format == tr.WIRE_FORMAT:
+            skip = max(0, start - stored.base_offset)
+            data, n, batch_last = tr.serve_batch(
+                stored, partition_id=partition_id, skip=skip, limit=left
+            )
+            if n:
+                encoded.append(data)
+                left, last = left - n, batch_last
+            continue
+        taken = [m for m in batch.messages if m.offset >= start][:left]
+        if not taken:
+            continue
         stamp = max(m.timestamp_us for m in batch.messages)
-        messages += tr.to_iggy(taken, count_lossy, append_timestamp=stamp)
-    if cmd.auto_commit and messages:
-        await s.router.execute(
-            CommitOffset(group=group, topic=topic, partition=partition,
-                         offset=messages[-1].offset + 1),
-            s.ctx,
-        )  # fmt: skip
-    return fm.PolledMessages(
-        partition_id=wire_partition,
-        current_offset=tr.current_offset(result.high_watermark),
+        converted = tr.to_iggy(taken, count_lossy, append_timestamp=stamp)
+        if fast:
+            encoded += encode_polled(converted, partition_id)
+        else:
+            messages += converted
+        left, last = left - len(taken), taken[-1].offset
+    reply = fm.PolledMessages(
+        partition_id=partition_id,
+        current_offset=0,
         messages=tuple(messages),
+        batches=tuple(encoded),
+        batches_count=count - left - len(messages),
     )
+    return reply, last
 
 
 async def _start(

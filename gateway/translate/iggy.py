@@ -51,9 +51,12 @@ from gateway.model import (
     Unsupported,
     UserExists,
     UserInactive,
+    WireBatch,
+    register_wire_format,
 )
 from protocols import iggy as wire
 from protocols._wire import LocalProtocolError
+from protocols.iggy.batch import decode_batch, restamp_batch
 from protocols.iggy.frames_users import (
     GlobalPermissions,
     Permissions,
@@ -68,8 +71,10 @@ from protocols.iggy.headers import Header as IggyHeader
 from protocols.iggy.headers import HeaderKind as IggyKind
 from protocols.iggy.headers import HeaderValue
 from protocols.iggy.status import Status
+from protocols.iggy.wire import Reader
 
 PROTOCOL = "iggy"
+WIRE_FORMAT = "iggy"  # a producer's era C batch as sent (256-byte header + frames)
 U64_MAX: Final = (1 << 64) - 1
 NO_PARTITION: Final = 0xFFFFFFFF  # §5.8: an empty group poll with this id makes the client re-sync
 KEY_HEADER: Final = "streamgate.key"  # where a Kafka key goes, Iggy messages have no key field
@@ -172,6 +177,10 @@ def _text(value: HeaderValue) -> str:
     return value.value.decode("latin-1")
 
 
+def _headers(headers: tuple[IggyHeader, ...]) -> tuple[Header, ...]:
+    return tuple(Header(_text(h.key), h.value.value, HeaderKind(h.value.kind)) for h in headers)
+
+
 def to_canonical(
     messages: Sequence[wire.Message], *, key: bytes | None = None, assign_ids: bool = False
 ) -> list[Message]:
@@ -180,12 +189,53 @@ def to_canonical(
     server did. The origin timestamp (0 = none) is the canonical timestamp."""
     out = []
     for m in messages:
-        headers = tuple(
-            Header(_text(h.key), h.value.value, HeaderKind(h.value.kind)) for h in m.headers
-        )
+        headers = _headers(m.headers)
         message_id = m.id or (uuid.uuid4().int if assign_ids else 0)
         out.append(Message(m.payload, key, headers, m.origin_timestamp, -1, message_id))
     return out
+
+
+def wire_batch(cmd: wire.SendMessages) -> WireBatch | None:
+    """The sent batch to store as is (nothing decoded again on an Iggy poll), when the codec
+    kept it (era C, deltas 0..n-1) and every message carries its origin timestamp."""
+    messages = cmd.messages
+    if not cmd.batch or not messages or min(m.origin_timestamp for m in messages) <= 0:
+        return None
+    return WireBatch(
+        format=WIRE_FORMAT,
+        data=cmd.batch,
+        count=len(messages),
+        first_timestamp_us=messages[0].origin_timestamp,
+        max_timestamp_us=max(m.origin_timestamp for m in messages),
+    )
+
+
+def decode_wire(stored: WireBatch) -> list[Message]:
+    """A stored Iggy batch as canonical messages (for readers of other protocols)."""
+    sent = decode_batch(Reader(stored.data), verify=False)
+    base = stored.base_offset
+    return [
+        Message(m.payload, None, _headers(m.headers), m.origin_timestamp, base + m.offset, m.id)
+        for m in sent
+    ]
+
+
+register_wire_format(WIRE_FORMAT, decode_wire)
+
+
+def serve_batch(
+    stored: WireBatch, *, partition_id: int, skip: int, limit: int
+) -> tuple[bytes, int, int]:
+    """A stored Iggy batch stamped for a poll: (bytes, messages, offset of the last one)."""
+    data, count = restamp_batch(
+        stored.data,
+        partition_id=partition_id,
+        base_offset=stored.base_offset,
+        base_timestamp=stored.max_timestamp_us,
+        skip=skip,
+        limit=limit,
+    )
+    return data, count, stored.base_offset + skip + count - 1
 
 
 def _iggy_header(h: Header, lossy: Lossy) -> IggyHeader | None:
@@ -522,13 +572,16 @@ __all__ = [
     "NO_PARTITION",
     "PROTOCOL",
     "U64_MAX",
+    "WIRE_FORMAT",
     "IggyStatus",
     "consumer_group_name",
     "current_offset",
+    "decode_wire",
     "gateway_permissions",
     "legacy_topic_options",
     "options_of",
     "partition_frame",
+    "serve_batch",
     "status_of",
     "stored_offset",
     "stream_details",
@@ -543,5 +596,6 @@ __all__ = [
     "user_details",
     "user_info",
     "user_status",
+    "wire_batch",
     "wire_permissions",
 ]

@@ -32,6 +32,8 @@ __all__ = [
     "encode_era_a_polled",
     "encode_era_a_sent",
     "encode_era_b_message",
+    "encode_polled",
+    "restamp_batch",
     "split_batches",
 ]
 
@@ -165,6 +167,75 @@ def decode_batch(reader: Reader, *, verify: bool) -> list[Message]:
     if verify and xxh3_64_intdigest(fields + count_raw + b"".join(checksums)) != batch_checksum:
         malformed("the batch checksum is wrong", Status.INVALID_BATCH_CHECKSUM)
     return messages
+
+
+_BATCH_FIELDS = struct.Struct("<QQQQQ")  # partition id, base offset, base ts, origin ts, length
+_U32 = struct.Struct("<I")
+
+
+def restamp_batch(
+    batch: bytes | memoryview,
+    *,
+    partition_id: int,
+    base_offset: int,
+    base_timestamp: int,
+    skip: int = 0,
+    limit: int | None = None,
+) -> tuple[bytes, int]:
+    """A stored producer batch (its 256-byte header and frames as sent, offset deltas 0, 1, 2,
+    ...) ready to be served: frames ``skip`` .. ``skip + limit`` kept untouched (their deltas
+    stay relative to ``base_offset``, so offsets come out right), the header stamped and the
+    batch checksum recomputed over the kept frames (§6.1/§6.3). Returns the bytes and how many
+    messages they hold. The frames were checked when the batch was admitted; only their
+    lengths are read here."""
+    data = memoryview(batch)
+    if len(data) < BATCH_HEADER_SIZE:
+        malformed("a stored batch shorter than its header")
+    origin = _U64.unpack_from(data, 24)[0]
+    total = _U32.unpack_from(data, 48)[0]
+    end = total if limit is None else min(total, skip + limit)
+    pos = BATCH_HEADER_SIZE
+    first = last = pos
+    checksums = []
+    for i in range(end):
+        if i == skip:
+            first = pos
+        if pos + FRAME_HEADER_SIZE > len(data):
+            malformed("a stored batch's frame runs past its end")
+        headers_length, payload_length = _LENGTHS.unpack_from(data, pos + 32)
+        if i >= skip:
+            checksums.append(data[pos : pos + 8])
+        pos += FRAME_HEADER_SIZE + payload_length + headers_length
+        last = pos
+    if pos > len(data):
+        malformed("a stored batch's frame runs past its end")
+    count = len(checksums)
+    if not count:
+        return b"", 0
+    frames = data[first:last]
+    fields = _BATCH_FIELDS.pack(
+        partition_id, base_offset, base_timestamp, origin, BATCH_HEADER_SIZE + len(frames)
+    )
+    count_raw = _U32.pack(count)
+    checksum = xxh3_64_intdigest(b"".join((fields, count_raw, *checksums)))
+    return b"".join((fields, _U64.pack(checksum), count_raw, _RESERVED, frames)), count
+
+
+_LENGTHS = struct.Struct("<II")  # user headers length, payload length (frame offsets 32, 36)
+
+
+def encode_polled(messages: Sequence[Message], partition_id: int) -> list[bytes]:
+    """Polled messages as era C batches, one per run that fits a batch (``split_batches``)."""
+    return [
+        encode_batch(
+            run,
+            partition_id=partition_id,
+            base_offset=run[0].offset,
+            base_timestamp=run[0].timestamp,
+            offset_deltas=[m.offset - run[0].offset for m in run],
+        )
+        for run in split_batches(messages)
+    ]
 
 
 def split_batches(messages: Sequence[Message]) -> list[list[Message]]:

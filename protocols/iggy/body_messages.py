@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from protocols._wire import LocalProtocolError
+
 from .batch import (
     BATCH_HEADER_SIZE,
     LEGACY_HEADER_SIZE,
@@ -16,7 +18,7 @@ from .batch import (
     encode_era_a_polled,
     encode_era_a_sent,
     encode_era_b_message,
-    split_batches,
+    encode_polled,
 )
 from .codes import Era
 from .frames_messages import (
@@ -108,7 +110,11 @@ class _SendMessagesKind:
         if era is Era.C:
             # Only the ids, payloads, headers and origin timestamps mean anything from a
             # producer; the checksums are checked (4027/4039, as the real server) and dropped.
+            batch_start = reader.pos
             sent = decode_batch(reader, verify=True)
+            batch = bytes(reader.data[batch_start : reader.pos])
+            if any(m.offset != i for i, m in enumerate(sent)):
+                batch = b""  # deltas a store could not serve as they are
             if len(sent) != count:
                 malformed(
                     f"{count} messages announced, {len(sent)} in the batch",
@@ -125,6 +131,7 @@ class _SendMessagesKind:
                 for m in sent
             ]
         else:
+            batch = b""
             if count * (16 + LEGACY_HEADER_SIZE) > reader.remaining:
                 malformed(f"{count} messages do not fit the body", Status.INVALID_MESSAGES_COUNT)
             ends = []
@@ -143,6 +150,7 @@ class _SendMessagesKind:
             topic_id=topic_id,
             partitioning=partitioning,
             messages=tuple(messages),
+            batch=batch,
         )
 
 
@@ -152,21 +160,15 @@ class _PolledMessagesKind:
 
     def encode(self, value: PolledMessages, era: Era, /) -> bytes:
         head = pack_u32(value.partition_id, "partition id") + pack_u64(value.current_offset)
-        head += pack_u32(len(value.messages), "messages count")
+        if value.batches and era is not Era.C:
+            raise LocalProtocolError("pre-encoded batches exist in era C only")
+        head += pack_u32(len(value.messages) + value.batches_count, "messages count")
         if era is Era.A:
             return head + b"".join(encode_era_a_polled(m) for m in value.messages)
         if era is Era.B:
             return head + b"".join(encode_era_b_message(m) for m in value.messages)
-        return head + b"".join(
-            encode_batch(
-                run,
-                partition_id=value.partition_id,
-                base_offset=run[0].offset,
-                base_timestamp=run[0].timestamp,
-                offset_deltas=[m.offset - run[0].offset for m in run],
-            )
-            for run in split_batches(value.messages)
-        )
+        encoded = encode_polled(value.messages, value.partition_id)
+        return b"".join((head, *encoded, *value.batches))
 
     def decode(self, reader: Reader, era: Era, /) -> PolledMessages:
         partition_id = reader.u32("partition id")

@@ -6,7 +6,7 @@ timestamp) and what a poll returns (offset, append timestamp, checksum, era A's 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .headers import Header
 from .identifiers import Consumer, Identifier, Partitioning, PollingStrategy
@@ -45,6 +45,10 @@ class SendMessages:
     topic_id: Identifier
     partitioning: Partitioning
     messages: tuple[Message, ...]
+    # Era C, as decoded: the batch exactly as the producer sent it (256-byte header + frames,
+    # checksums verified) when its offset deltas are 0, 1, 2, ... (what every SDK sends), so a
+    # server can store it as is; b"" otherwise. Encoding ignores it.
+    batch: bytes = field(default=b"", compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -93,3 +97,7 @@ class PolledMessages:
     partition_id: int
     current_offset: int
     messages: tuple[Message, ...] = ()
+    # Era C only: batches already encoded (e.g. by ``restamp_batch``), sent after ``messages``;
+    # ``batches_count`` is how many messages they hold. Decoding fills ``messages`` only.
+    batches: tuple[bytes, ...] = field(default=(), compare=False, repr=False)
+    batches_count: int = 0
