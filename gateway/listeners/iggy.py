@@ -24,7 +24,7 @@ from gateway.coordination.user_records import User, allowed
 from gateway.listeners import iggy_data, iggy_groups, iggy_streams, iggy_system
 from gateway.listeners.iggy_catalog import Catalog
 from gateway.listeners.session import Connection, Handler, advertised_address
-from gateway.model import Forbidden, GatewayError, Unauthorized
+from gateway.model import Forbidden, GatewayError, Unauthorized, UnknownUser
 from gateway.router import RequestContext, Router
 from gateway.translate import iggy as tr
 from protocols._wire import NEED_DATA, RemoteProtocolError
@@ -35,6 +35,7 @@ from protocols.iggy import (
     Framing,
     IggyRequest,
     IggyServerCodec,
+    Operation,
     ReplyBody,
 )
 from protocols.iggy import frames_system as fs
@@ -100,8 +101,15 @@ class Session:
         return 1 if self.era is Era.A else 0
 
     def require(self, action: Action, stream: int | None = None, topic: int | None = None) -> None:
+        """Checked against the user as it is now: permission changes, deactivation and deletion
+        apply to sessions already logged in, as on the real server."""
         if self.user is None:
             raise Unauthorized("not logged in")
+        try:
+            self.user = self.users.get_user(self.user.id)
+        except UnknownUser:
+            self.log_out()
+            raise Unauthorized("the user was deleted") from None
         if not allowed(self.user, action, stream, topic):
             raise Forbidden(f"user {self.user.username!r} may not {action.replace('_', ' ')}")
 
@@ -259,7 +267,8 @@ class IggyService:
 
 
 def _refusal(codec: IggyServerCodec, req: IggyRequest, status: int) -> bytes:
-    if req.code in _LOGINS and req.framing is Framing.VSR:
+    header = req.header
+    if req.framing is Framing.VSR and header is not None and header.operation == Operation.REGISTER:
         return codec.send_eviction(req, EvictionReason.MALFORMED_LOGIN)  # as the real server
     return codec.send_error(req, status)
 

@@ -193,8 +193,9 @@ def _polled(
     """The poll reply for ``count`` messages from ``start`` and the offset of the last one.
 
     One stored batch is one Iggy batch. A batch an Iggy producer sent goes back as it was
-    stored, only restamped (current framing); others are translated, their messages sharing
-    an append time, the latest timestamp of their stored batch (Iggy stamps a batch once).
+    stored, only restamped (current framing); others are translated. The messages of a batch
+    share an append time (Iggy stamps a batch once): the earliest timestamp in it, so polling
+    by a timestamp read from a message returns that message's whole batch onward.
     """
     lossy = s.conn.metrics.translation_lossy
 
@@ -221,7 +222,7 @@ def _polled(
         taken = [m for m in batch.messages if m.offset >= start][:left]
         if not taken:
             continue
-        stamp = max(m.timestamp_us for m in batch.messages)
+        stamp = min(m.timestamp_us for m in batch.messages)
         converted = tr.to_iggy(taken, count_lossy, append_timestamp=stamp)
         if fast:
             encoded += encode_polled(converted, partition_id)

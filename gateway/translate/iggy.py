@@ -205,7 +205,7 @@ def wire_batch(cmd: wire.SendMessages) -> WireBatch | None:
         format=WIRE_FORMAT,
         data=cmd.batch,
         count=len(messages),
-        first_timestamp_us=messages[0].origin_timestamp,
+        first_timestamp_us=min(m.origin_timestamp for m in messages),
         max_timestamp_us=max(m.origin_timestamp for m in messages),
     )
 
@@ -231,7 +231,7 @@ def serve_batch(
         stored.data,
         partition_id=partition_id,
         base_offset=stored.base_offset,
-        base_timestamp=stored.max_timestamp_us,
+        base_timestamp=stored.first_timestamp_us,
         skip=skip,
         limit=limit,
     )
@@ -512,7 +512,11 @@ def user_status(status: int) -> UserStatus:
 
 
 def user_details(user: User) -> UserInfoDetails:
-    return UserInfoDetails(user=user_info(user), permissions=wire_permissions(user.permissions))
+    """A user with no permission at all is "no permissions" (None) on the wire, as created."""
+    granted = user.permissions != perm.Permissions()
+    return UserInfoDetails(
+        user=user_info(user), permissions=wire_permissions(user.permissions) if granted else None
+    )
 
 
 def _flags(obj: Any) -> dict[str, bool]:
