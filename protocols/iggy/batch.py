@@ -28,6 +28,7 @@ __all__ = [
     "decode_era_a_polled",
     "decode_era_a_sent",
     "decode_era_b_message",
+    "decode_sent_batch",
     "encode_batch",
     "encode_era_a_polled",
     "encode_era_a_sent",
@@ -109,6 +110,17 @@ def encode_batch(
 def decode_batch(reader: Reader, *, verify: bool) -> list[Message]:
     """One batch, its messages with absolute offsets and timestamps. ``verify`` checks both
     checksums, as the real server does at admission (4027 / 4039, §6.1); the client does not."""
+    return _decode_batch(reader, verify=verify, sent=False)[0]
+
+
+def decode_sent_batch(reader: Reader) -> tuple[list[Message], bool]:
+    """A producer's batch, checksums verified: its messages with only what a producer sets (id,
+    payload, headers, origin timestamp), and whether its offset deltas are 0, 1, 2, ... and its
+    base offset 0 (then a store may serve it as it is)."""
+    return _decode_batch(reader, verify=True, sent=True)
+
+
+def _decode_batch(reader: Reader, *, verify: bool, sent: bool) -> tuple[list[Message], bool]:
     fields = reader.take(40, "batch header")
     batch_reader = Reader(fields)
     _partition_id = batch_reader.u64()
@@ -129,7 +141,8 @@ def decode_batch(reader: Reader, *, verify: bool) -> list[Message]:
     messages = []
     checksums = []
     pos = frames.pos
-    for _ in range(count):
+    in_order = base_offset == 0
+    for i in range(count):
         start = pos
         if pos + FRAME_HEADER_SIZE > end:
             malformed("a message header runs past the end of its batch")
@@ -151,6 +164,17 @@ def decode_batch(reader: Reader, *, verify: bool) -> list[Message]:
         if verify and xxh3_64_intdigest(data[start + 8 : pos]) != checksum:
             malformed(f"message {message_id} has a wrong checksum", Status.INVALID_MESSAGE_CHECKSUM)
         checksums.append(data[start : start + 8])
+        if sent:
+            in_order = in_order and offset_delta == i
+            messages.append(
+                Message(
+                    id=message_id,
+                    payload=payload,
+                    headers=headers,
+                    origin_timestamp=origin + timestamp_delta,
+                )
+            )
+            continue
         messages.append(
             Message(
                 id=message_id,
@@ -166,7 +190,7 @@ def decode_batch(reader: Reader, *, verify: bool) -> list[Message]:
     frames.expect_end("batch's messages")
     if verify and xxh3_64_intdigest(fields + count_raw + b"".join(checksums)) != batch_checksum:
         malformed("the batch checksum is wrong", Status.INVALID_BATCH_CHECKSUM)
-    return messages
+    return messages, in_order
 
 
 _BATCH_FIELDS = struct.Struct("<QQQQQ")  # partition id, base offset, base ts, origin ts, length

@@ -14,6 +14,7 @@ from .batch import (
     decode_era_a_polled,
     decode_era_a_sent,
     decode_era_b_message,
+    decode_sent_batch,
     encode_batch,
     encode_era_a_polled,
     encode_era_a_sent,
@@ -111,25 +112,15 @@ class _SendMessagesKind:
             # Only the ids, payloads, headers and origin timestamps mean anything from a
             # producer; the checksums are checked (4027/4039, as the real server) and dropped.
             batch_start = reader.pos
-            sent = decode_batch(reader, verify=True)
-            batch = bytes(reader.data[batch_start : reader.pos])
-            if any(m.offset != i for i, m in enumerate(sent)):
-                batch = b""  # deltas a store could not serve as they are
-            if len(sent) != count:
+            messages, in_order = decode_sent_batch(reader)
+            # Deltas other than 0..n-1 could not be served as stored: no batch then.
+            batch = bytes(reader.data[batch_start : reader.pos]) if in_order else b""
+            if len(messages) != count:
                 malformed(
-                    f"{count} messages announced, {len(sent)} in the batch",
+                    f"{count} messages announced, {len(messages)} in the batch",
                     Status.INVALID_MESSAGES_COUNT,
                 )
             reader.expect_end("batch")
-            messages = [
-                Message(
-                    id=m.id,
-                    payload=m.payload,
-                    headers=m.headers,
-                    origin_timestamp=m.origin_timestamp,
-                )
-                for m in sent
-            ]
         else:
             batch = b""
             if count * (16 + LEGACY_HEADER_SIZE) > reader.remaining:
