@@ -6,18 +6,26 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v p
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+# Older Iggy clients (classic framing), each pinned in a venv of its own: their extension modules
+# cannot share one with apache-iggy 0.9.0. tests/gateway/listeners/iggy_classic runs them.
+IGGY08_VENV := .venv-iggy08
+IGGY08_STAMP := $(IGGY08_VENV)/.installed-stamp
+IGGYPY04_VENV := .venv-iggypy04
+IGGYPY04_STAMP := $(IGGYPY04_VENV)/.installed-stamp
 # Debian packages the test suite needs (the real servers and clients of later protocols join
 # this list as their listeners arrive). Installed with apt-get only when missing.
 APT_TEST_PACKAGES := kcat
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help setup run test lint check-tests bench bench-kafka clean apt-test python-ok
+.PHONY: help setup run test lint check-tests bench bench-kafka bench-iggy clean apt-test python-ok \
+	older-clients
 
 help:
 	@echo "make run   - set up and run the gateway on the embedded backend (./data)"
 	@echo "make test  - set up and run the linters and the whole test suite"
 	@echo "make bench - benchmark the embedded store"
 	@echo "make bench-kafka - confluent-kafka against a gateway it starts (100 B and 1 KiB)"
+	@echo "make bench-iggy - apache-iggy batches of 1000 against a gateway it starts"
 
 # Debian's python3 needs python3-venv for `-m venv`; install it when it is missing.
 python-ok:
@@ -38,6 +46,20 @@ $(STAMP): pyproject.toml constraints.txt | python-ok
 
 setup: $(STAMP)
 
+$(IGGY08_STAMP): | python-ok
+	$(PYTHON) -m venv $(IGGY08_VENV)
+	$(IGGY08_VENV)/bin/python -m pip install -q --disable-pip-version-check apache-iggy==0.8.0
+	$(IGGY08_VENV)/bin/python -c 'import apache_iggy'
+	@touch $(IGGY08_STAMP)
+
+$(IGGYPY04_STAMP): | python-ok
+	$(PYTHON) -m venv $(IGGYPY04_VENV)
+	$(IGGYPY04_VENV)/bin/python -m pip install -q --disable-pip-version-check iggy-py==0.4.0
+	$(IGGYPY04_VENV)/bin/python -c 'import iggy_py'
+	@touch $(IGGYPY04_STAMP)
+
+older-clients: $(IGGY08_STAMP) $(IGGYPY04_STAMP)
+
 apt-test:
 	@missing=""; for p in $(APT_TEST_PACKAGES); do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -53,7 +75,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: $(STAMP) apt-test lint
+test: $(STAMP) older-clients apt-test lint
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)
@@ -62,5 +84,8 @@ bench: $(STAMP)
 bench-kafka: $(STAMP)
 	$(BIN)/streamgate bench kafka $(ARGS)
 
+bench-iggy: $(STAMP)
+	$(BIN)/streamgate bench iggy $(ARGS)
+
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) $(IGGY08_VENV) $(IGGYPY04_VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -22,6 +22,7 @@ from protocols.kafka.framing import (
 )
 from protocols.kafka.versions import ApiKey, advertised
 from tests.conftest import gateway_config
+from tests.helpers.connections import connection_errors, until_closed
 
 CORRUPT_MESSAGE = 2
 INVALID_RECORD = 87
@@ -82,15 +83,7 @@ class Wire:
 
     async def closed(self) -> bytes:
         """Read until the gateway closes the connection (EOF or reset); returns what came."""
-        got = bytes(self._received)
-        while True:
-            try:
-                data = await self.stream.receive_some(65536)
-            except trio.BrokenResourceError:  # reset: closed with our bytes unread
-                return got
-            if not data:
-                return got
-            got += data
+        return await until_closed(self.stream, bytes(self._received))
 
 
 # --- requests -----------------------------------------------------------------------------------
@@ -208,12 +201,7 @@ async def create_topic(wire: Wire, topic: str) -> None:
 
 
 def errors(running: Running, reason: str) -> float:
-    assert running.metrics is not None
-    value = running.metrics.registry.get_sample_value(
-        "streamgate_connection_errors_total", {"protocol": "kafka", "reason": reason}
-    )
-    assert value is not None, f"no connection_errors sample for {reason}"
-    return value
+    return connection_errors(running, "kafka", reason)
 
 
 # --- refused requests: the connection is closed, nothing is answered ----------------------------
