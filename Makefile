@@ -37,7 +37,13 @@ python-ok:
 	  { echo "streamgate needs Python >= 3.11 ($$py is older)"; exit 1; }; \
 	$$py -c 'import ensurepip, venv' 2>/dev/null || { \
 	  echo "installing python3-venv (apt-get)"; $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq python3-venv; }
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq python3-venv; };
+	@# rbfly (a RabbitMQ Stream client of the tests) builds C extensions from its sources.
+	@py=$$(command -v python3.11 || command -v python3.12 || command -v python3); \
+	command -v cc >/dev/null 2>&1 && $$py -c 'import os, sys, sysconfig; \
+	  sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' || { \
+	  echo "installing gcc and python3-dev (apt-get)"; $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq gcc python3-dev; }
 
 $(STAMP): pyproject.toml constraints.txt | python-ok
 	$(PYTHON) -m venv $(VENV)
