@@ -1,0 +1,430 @@
+"""The Osiris chunk a Deliver carries, and the entries Publish and chunks share
+(rabbitmq-stream.md §5 "Publish v1", §6).
+
+Sub-entry batches stay compressed: the broker stores them as the publisher sent them and hands
+them on unchanged, so ``SubEntryBatch`` keeps the raw body and its record count, and only
+``SubEntryBatch.records()`` inflates it (bounded by the declared uncompressed length and a
+maximum). Every malformed input raises RemoteProtocolError; no declared length drives an
+allocation before the bytes it describes are known to be present.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import cramjam
+
+from protocols._wire import U8, U32_BE, U64_BE, LocalProtocolError, RemoteProtocolError
+
+__all__ = [
+    "DEFAULT_MAX_DECOMPRESSED_SIZE",
+    "HEADER_SIZE",
+    "MAGIC_VERSION",
+    "Chunk",
+    "ChunkType",
+    "Compression",
+    "Entry",
+    "SimpleEntry",
+    "SubEntryBatch",
+    "TrackingRecord",
+    "TrackingType",
+    "decode_chunk",
+    "decode_entries",
+    "decode_entry",
+    "decode_tracking",
+    "encode_chunk",
+    "encode_entry",
+    "encode_tracking",
+    "iter_records",
+    "reencode_chunk",
+]
+
+HEADER_SIZE = 48
+MAGIC_VERSION = 0x50  # magic 5 in the high nibble, chunk format version 0 (osiris.hrl)
+DEFAULT_MAX_DECOMPRESSED_SIZE = 64 * 1024 * 1024  # the gateway's own memory guard
+
+# §6 table: magic/version, type, entries, records, timestamp, epoch, chunk id, CRC, data
+# length, trailer length, bloom size, 3 reserved bytes.
+_HEADER = struct.Struct(">BBHIqQQIIIB3s")
+assert _HEADER.size == HEADER_SIZE
+_SUB_BATCH = struct.Struct(">BHII")  # flags, record count, uncompressed length, length
+_SUB_BATCH_BIT = 0x80
+_MAX_U31 = 0x7FFF_FFFF
+
+
+class ChunkType(enum.IntEnum):
+    USER = 0
+    TRACKING_DELTA = 1
+    TRACKING_SNAPSHOT = 2
+
+
+class Compression(enum.IntEnum):
+    """Sub-entry codes (§6): bits 4-6 of the sub-batch flag byte."""
+
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+
+@dataclass(frozen=True, slots=True)
+class SimpleEntry:
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubEntryBatch:
+    compression: int  # a Compression value; 5-7 are kept (and passed on) but cannot be inflated
+    record_count: int
+    uncompressed_length: int
+    data: bytes  # the body as the publisher compressed it
+    reserved: int = 0  # the low nibble of the flag byte (0 from every client)
+
+    @classmethod
+    def build(
+        cls, records: Sequence[bytes], compression: Compression, *, level: int | None = None
+    ) -> SubEntryBatch:
+        plain = b"".join(U32_BE.pack(len(r)) + r for r in records)
+        return cls(
+            compression=compression,
+            record_count=len(records),
+            uncompressed_length=len(plain),
+            data=_compress(compression, plain, level),
+        )
+
+    def records(self, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> tuple[bytes, ...]:
+        """The records, inflated; more than ``max_size`` bytes declared is refused up front."""
+        if self.uncompressed_length > max_size:
+            raise RemoteProtocolError(
+                f"sub-entry batch declares {self.uncompressed_length} bytes, limit {max_size}"
+            )
+        plain = _decompress(self.compression, self.data, self.uncompressed_length)
+        out: list[bytes] = []
+        pos = 0
+        for _ in range(self.record_count):
+            size, pos = _u32(plain, pos, "sub-entry record length")
+            if size > len(plain) - pos:
+                raise RemoteProtocolError(f"sub-entry record of {size} bytes past the end")
+            out.append(plain[pos : pos + size])
+            pos += size
+        if pos != len(plain):
+            raise RemoteProtocolError(f"{len(plain) - pos} bytes after {self.record_count} records")
+        return tuple(out)
+
+
+Entry = SimpleEntry | SubEntryBatch
+
+
+def _u32(data: bytes | memoryview, pos: int, what: str) -> tuple[int, int]:
+    if len(data) - pos < 4:
+        raise RemoteProtocolError(f"truncated {what}")
+    return U32_BE.unpack_from(data, pos)[0], pos + 4
+
+
+# --- compression ------------------------------------------------------------------------------
+
+_GZIP_WBITS = 16 + zlib.MAX_WBITS
+# rstream compresses with gzip.compress (level 9); the gateway only compresses what it builds.
+_GZIP_LEVEL = 9
+
+
+def _compress(codec: Compression, plain: bytes, level: int | None) -> bytes:
+    if codec is Compression.NONE:
+        return plain
+    if codec is Compression.GZIP:
+        z = zlib.compressobj(_GZIP_LEVEL if level is None else level, zlib.DEFLATED, _GZIP_WBITS)
+        return z.compress(plain) + z.flush()
+    # The Java client's codecs (Compression.java): snappy framing format, LZ4 frames, zstd
+    # frames; cramjam's compress functions write exactly these.
+    compress: dict[Compression, Callable[[bytes], cramjam.Buffer]] = {
+        Compression.SNAPPY: cramjam.snappy.compress,
+        Compression.LZ4: cramjam.lz4.compress,
+        Compression.ZSTD: cramjam.zstd.compress,
+    }
+    if codec not in compress:
+        raise LocalProtocolError(f"no compressor for {codec!r}")
+    return bytes(compress[codec](plain))
+
+
+def _decompress(codec: int, data: bytes, expected: int) -> bytes:
+    """Inflate into exactly ``expected`` bytes (+1 to see an overrun): the sub-batch header
+    states the size, so a bomb stops at the buffer's end instead of filling memory."""
+    if codec == Compression.NONE:
+        plain = data
+    elif codec == Compression.GZIP:
+        z = zlib.decompressobj(_GZIP_WBITS)
+        try:
+            plain = z.decompress(data, expected + 1)
+        except zlib.error as exc:
+            raise RemoteProtocolError(f"gzip sub-entry batch: {exc}") from None
+        if len(plain) == expected and not z.eof:
+            raise RemoteProtocolError("gzip sub-entry batch: truncated or longer than declared")
+    elif codec in _INTO:
+        out = bytearray(expected + 1)
+        try:
+            n = _INTO[codec](data, out)
+        except cramjam.DecompressionError as exc:
+            # cramjam stops with "failed to write whole buffer" once the buffer is full.
+            why = f"more than {expected} bytes" if "whole buffer" in str(exc) else str(exc)
+            raise RemoteProtocolError(f"{Compression(codec).name} sub-entry batch: {why}") from None
+        plain = bytes(memoryview(out)[:n])
+    else:
+        raise RemoteProtocolError(f"unknown sub-entry compression {codec}")
+    if len(plain) != expected:
+        raise RemoteProtocolError(
+            f"sub-entry batch inflates to {'more than ' if len(plain) > expected else ''}"
+            f"{len(plain)} bytes, header says {expected}"
+        )
+    return plain
+
+
+_INTO: dict[int, Callable[[bytes, bytearray], int]] = {
+    Compression.SNAPPY: cramjam.snappy.decompress_into,
+    Compression.LZ4: cramjam.lz4.decompress_into,
+    Compression.ZSTD: cramjam.zstd.decompress_into,
+}
+
+
+# --- entries ----------------------------------------------------------------------------------
+
+
+def decode_entry(data: bytes | memoryview, pos: int = 0) -> tuple[Entry, int]:
+    """One entry at ``pos`` (Publish v1 item after its publishing id, or a chunk entry)."""
+    if pos >= len(data):
+        raise RemoteProtocolError("truncated entry")
+    flags = data[pos]
+    if not flags & _SUB_BATCH_BIT:
+        size, pos = _u32(data, pos, "entry length")
+        if size > len(data) - pos:
+            raise RemoteProtocolError(f"entry of {size} bytes, {len(data) - pos} left")
+        return SimpleEntry(bytes(data[pos : pos + size])), pos + size
+    if len(data) - pos < _SUB_BATCH.size:
+        raise RemoteProtocolError("truncated sub-entry batch header")
+    _, count, plain, size = _SUB_BATCH.unpack_from(data, pos)
+    pos += _SUB_BATCH.size
+    if size > len(data) - pos:
+        raise RemoteProtocolError(f"sub-entry batch of {size} bytes, {len(data) - pos} left")
+    batch = SubEntryBatch(
+        compression=(flags >> 4) & 0x07,
+        record_count=count,
+        uncompressed_length=plain,
+        data=bytes(data[pos : pos + size]),
+        reserved=flags & 0x0F,
+    )
+    return batch, pos + size
+
+
+def encode_entry(entry: Entry) -> bytes:
+    if isinstance(entry, SimpleEntry):
+        if len(entry.data) > _MAX_U31:
+            raise LocalProtocolError(f"entry of {len(entry.data)} bytes")
+        return U32_BE.pack(len(entry.data)) + entry.data
+    if not 0 <= entry.compression <= 7 or not 0 <= entry.reserved <= 0x0F:
+        raise LocalProtocolError(f"sub-entry flags {entry.compression}/{entry.reserved}")
+    try:
+        head = _SUB_BATCH.pack(
+            _SUB_BATCH_BIT | entry.compression << 4 | entry.reserved,
+            entry.record_count,
+            entry.uncompressed_length,
+            len(entry.data),
+        )
+    except struct.error as exc:
+        raise LocalProtocolError(f"sub-entry batch header: {exc}") from None
+    return head + entry.data
+
+
+def decode_entries(data: bytes | memoryview, count: int) -> tuple[Entry, ...]:
+    """Exactly ``count`` entries filling ``data``."""
+    if count > len(data):  # every entry takes at least 4 bytes: refuse before looping
+        raise RemoteProtocolError(f"{count} entries in {len(data)} bytes")
+    entries: list[Entry] = []
+    pos = 0
+    for _ in range(count):
+        entry, pos = decode_entry(data, pos)
+        entries.append(entry)
+    if pos != len(data):
+        raise RemoteProtocolError(f"{len(data) - pos} bytes after {count} entries")
+    return tuple(entries)
+
+
+def _record_count(entries: Sequence[Entry]) -> int:
+    return sum(1 if isinstance(e, SimpleEntry) else e.record_count for e in entries)
+
+
+# --- chunks -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Chunk:
+    chunk_type: ChunkType | int
+    chunk_id: int  # offset of the first record
+    timestamp_ms: int
+    epoch: int
+    entries: tuple[Entry, ...]
+    num_records: int  # as the header states (sub-batch records counted one by one)
+    crc: int
+    trailer_length: int = 0
+    bloom_size: int = 0  # osiris >= 1.6 (RabbitMQ 3.13+); bloom bytes are never sent
+    reserved: bytes = b"\0\0\0"
+    # Trailer bytes when the sender included them (chunk_selector=all), else None.
+    trailer: bytes | None = None
+
+
+def _parse(data: bytes | memoryview) -> tuple[tuple[int, ...], bytes]:
+    if len(data) < HEADER_SIZE:
+        raise RemoteProtocolError(f"chunk of {len(data)} bytes, header is {HEADER_SIZE}")
+    fields = _HEADER.unpack_from(data, 0)
+    if fields[0] != MAGIC_VERSION:
+        raise RemoteProtocolError(f"chunk magic/version byte 0x{fields[0]:02x}, expected 0x50")
+    return fields[:-1], fields[-1]
+
+
+def decode_chunk(data: bytes | bytearray | memoryview, *, verify_crc: bool = True) -> Chunk:
+    """A whole chunk: header, ``data_length`` bytes of entries, and either nothing more (what
+    3.10-4.x send to a default subscriber) or exactly the trailer."""
+    view = memoryview(data)
+    (_, kind, n_entries, n_records, ts, epoch, chunk_id, crc, size, trailer, bloom), rsv = _parse(
+        view
+    )
+    body_end = HEADER_SIZE + size
+    if size > len(view) - HEADER_SIZE:
+        raise RemoteProtocolError(f"chunk data of {size} bytes, {len(view) - HEADER_SIZE} left")
+    rest = len(view) - body_end
+    if rest not in (0, trailer):
+        raise RemoteProtocolError(f"{rest} bytes after the chunk data (trailer is {trailer})")
+    body = view[HEADER_SIZE:body_end]
+    if verify_crc and zlib.crc32(body) != crc:
+        raise RemoteProtocolError(f"chunk {chunk_id}: CRC 0x{zlib.crc32(body):08x} != 0x{crc:08x}")
+    entries = decode_entries(body, n_entries)
+    if _record_count(entries) != n_records:
+        raise RemoteProtocolError(
+            f"chunk {chunk_id} header says {n_records} records, entries hold "
+            f"{_record_count(entries)}"
+        )
+    return Chunk(
+        chunk_type=ChunkType(kind) if kind in ChunkType._value2member_map_ else kind,
+        chunk_id=chunk_id,
+        timestamp_ms=ts,
+        epoch=epoch,
+        entries=entries,
+        num_records=n_records,
+        crc=crc,
+        trailer_length=trailer,
+        bloom_size=bloom,
+        reserved=rsv,
+        trailer=bytes(view[body_end:]) if rest else None,
+    )
+
+
+def encode_chunk(
+    entries: Sequence[Entry],
+    *,
+    chunk_id: int,
+    timestamp_ms: int,
+    epoch: int = 1,
+    chunk_type: ChunkType | int = ChunkType.USER,
+    trailer_length: int = 0,
+    bloom_size: int = 0,
+    trailer: bytes | None = None,
+) -> bytes:
+    """Header + entries (+ ``trailer`` if given; its length then sets ``trailer_length``)."""
+    body = b"".join(encode_entry(e) for e in entries)
+    if trailer is not None:
+        trailer_length = len(trailer)
+    try:
+        header = _HEADER.pack(
+            MAGIC_VERSION,
+            chunk_type,
+            len(entries),
+            _record_count(entries),
+            timestamp_ms,
+            epoch,
+            chunk_id,
+            zlib.crc32(body),
+            len(body),
+            trailer_length,
+            bloom_size,
+            b"\0\0\0",
+        )
+    except struct.error as exc:
+        raise LocalProtocolError(f"chunk header: {exc}") from None
+    return header + body + (trailer or b"")
+
+
+def reencode_chunk(chunk: Chunk) -> bytes:
+    """``chunk`` as it was received (its header fields, CRC recomputed from the entries)."""
+    out = bytearray(
+        encode_chunk(
+            chunk.entries,
+            chunk_id=chunk.chunk_id,
+            timestamp_ms=chunk.timestamp_ms,
+            epoch=chunk.epoch,
+            chunk_type=chunk.chunk_type,
+            trailer_length=chunk.trailer_length,
+            bloom_size=chunk.bloom_size,
+            trailer=chunk.trailer,
+        )
+    )
+    out[45:48] = chunk.reserved
+    return bytes(out)
+
+
+def iter_records(
+    chunk: Chunk, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
+) -> Iterator[tuple[int, bytes]]:
+    """(offset, record bytes) for every record: record i has offset ``chunk_id + i`` (§6)."""
+    offset = chunk.chunk_id
+    for entry in chunk.entries:
+        records = (
+            (entry.data,) if isinstance(entry, SimpleEntry) else entry.records(max_size=max_size)
+        )
+        for record in records:
+            yield offset, record
+            offset += 1
+
+
+# --- tracking records (trailer, tracking-delta chunks) ----------------------------------------
+
+
+class TrackingType(enum.IntEnum):
+    SEQUENCE = 0  # publisher sequence (deduplication)
+    OFFSET = 1  # consumer offset (StoreOffset)
+    TIMESTAMP = 2
+
+
+@dataclass(frozen=True, slots=True)
+class TrackingRecord:
+    type: int  # a TrackingType value
+    id: bytes  # the publisher / consumer reference
+    value: int
+
+
+def decode_tracking(data: bytes | memoryview) -> tuple[TrackingRecord, ...]:
+    """``uint8 type, uint8 id_len, id, uint64 value`` repeated (a trailer or a delta body)."""
+    out: list[TrackingRecord] = []
+    pos = 0
+    while pos < len(data):
+        if len(data) - pos < 2:
+            raise RemoteProtocolError("truncated tracking record")
+        kind, id_len = data[pos], data[pos + 1]
+        end = pos + 2 + id_len + 8
+        if end > len(data):
+            raise RemoteProtocolError("tracking record past the end")
+        ref = bytes(data[pos + 2 : pos + 2 + id_len])
+        out.append(TrackingRecord(kind, ref, U64_BE.unpack_from(data, end - 8)[0]))
+        pos = end
+    return tuple(out)
+
+
+def encode_tracking(records: Sequence[TrackingRecord]) -> bytes:
+    try:
+        return b"".join(
+            U8.pack(r.type) + U8.pack(len(r.id)) + r.id + U64_BE.pack(r.value) for r in records
+        )
+    except struct.error as exc:
+        raise LocalProtocolError(f"tracking record: {exc}") from None

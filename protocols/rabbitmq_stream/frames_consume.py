@@ -1,0 +1,189 @@
+"""Consuming frames (rabbitmq-stream.md §5 "Consuming"): Subscribe, Deliver v1/v2, Credit and
+its error answer, StoreOffset, QueryOffset, Unsubscribe, ConsumerUpdate, ResolveOffsetSpec.
+
+Deliver carries its Osiris chunk (§6) as opaque bytes; ``chunk.py`` decodes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Self
+
+from .codes import Key
+from .frame import CodeResponse, Frame, Request
+from .layout import (
+    CODE,
+    I16,
+    OFFSET_SPEC,
+    PROPERTIES,
+    STRING,
+    U8,
+    U16,
+    U32,
+    U64,
+    Kind,
+    OffsetSpec,
+    Optional,
+    Properties,
+)
+from .wire import Reader
+
+__all__ = [
+    "ConsumerUpdate",
+    "ConsumerUpdateResponse",
+    "Credit",
+    "CreditResponse",
+    "Deliver",
+    "QueryOffset",
+    "QueryOffsetResponse",
+    "ResolveOffsetSpec",
+    "ResolveOffsetSpecResponse",
+    "StoreOffset",
+    "Subscribe",
+    "SubscribeResponse",
+    "Unsubscribe",
+    "UnsubscribeResponse",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Subscribe(Request):
+    """``properties`` None: the array is absent (it is optional; rstream sends count 0)."""
+
+    KEY: ClassVar[int] = Key.SUBSCRIBE
+    LAYOUT: ClassVar[tuple[Kind, ...]] = (U32, U8, STRING, OFFSET_SPEC, U16, Optional(PROPERTIES))
+    subscription_id: int
+    stream: str
+    offset: OffsetSpec
+    credit: int
+    properties: Properties | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubscribeResponse(CodeResponse):
+    KEY: ClassVar[int] = Key.SUBSCRIBE
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Deliver(Frame):
+    """v1: ``subscription_id, chunk``; v2 (3.11+, when the client asked for it in
+    ExchangeCommandVersions) adds ``committed_chunk_id`` before the chunk."""
+
+    KEY: ClassVar[int] = Key.DELIVER
+    VERSIONS: ClassVar[frozenset[int]] = frozenset((1, 2))
+    subscription_id: int
+    chunk: bytes
+    committed_chunk_id: int | None = None
+
+    @property
+    def version(self) -> int:
+        return 1 if self.committed_chunk_id is None else 2
+
+    def encode_body(self) -> bytes:
+        committed = b"" if self.committed_chunk_id is None else U64.encode(self.committed_chunk_id)
+        return U8.encode(self.subscription_id) + committed + self.chunk
+
+    @classmethod
+    def decode(cls, reader: Reader, version: int, **header: Any) -> Self:
+        subscription_id = U8.decode(reader)
+        committed = U64.decode(reader) if version == 2 else None
+        chunk = reader.take(reader.remaining, "chunk")
+        return cls(subscription_id=subscription_id, chunk=chunk, committed_chunk_id=committed)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Credit(Frame):
+    """No correlation id, no answer on success. ``credit`` is parsed signed (§5)."""
+
+    KEY: ClassVar[int] = Key.CREDIT
+    LAYOUT: ClassVar[tuple[Kind, ...]] = (U8, I16)
+    subscription_id: int
+    credit: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreditResponse(Frame):
+    """Only on error (unknown subscription) and without a correlation id (observed)."""
+
+    KEY: ClassVar[int] = Key.CREDIT
+    RESPONSE: ClassVar[bool] = True
+    LAYOUT: ClassVar[tuple[Kind, ...]] = (CODE, U8)
+    code: int
+    subscription_id: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoreOffset(Frame):
+    """No correlation id and never an answer, even on error."""
+
+    KEY: ClassVar[int] = Key.STORE_OFFSET
+    LAYOUT: ClassVar[tuple[Kind, ...]] = (STRING, STRING, U64)
+    reference: str
+    stream: str
+    offset: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueryOffset(Request):
+    KEY: ClassVar[int] = Key.QUERY_OFFSET
+    LAYOUT: ClassVar[tuple[Kind, ...]] = (U32, STRING, STRING)
+    reference: str
+    stream: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueryOffsetResponse(CodeResponse):
+    """Code 0x13 with offset 0 when nothing is stored."""
+
+    KEY: ClassVar[int] = Key.QUERY_OFFSET
+    LAYOUT: ClassVar[tuple[Kind, ...]] = (*CodeResponse.LAYOUT, U64)
+    offset: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Unsubscribe(Request):
+    KEY: ClassVar[int] = Key.UNSUBSCRIBE
+    LAYOUT: ClassVar[tuple[Kind, ...]] = (U32, U8)
+    subscription_id: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnsubscribeResponse(CodeResponse):
+    KEY: ClassVar[int] = Key.UNSUBSCRIBE
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerUpdate(Request):
+    """Sent by the SERVER (3.11+, single active consumer); the client answers."""
+
+    KEY: ClassVar[int] = Key.CONSUMER_UPDATE
+    LAYOUT: ClassVar[tuple[Kind, ...]] = (U32, U8, U8)
+    subscription_id: int
+    active: int  # 0 or 1, kept as sent
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerUpdateResponse(CodeResponse):
+    """Sent by the CLIENT: where to start once active (type NONE: keep the Subscribe's)."""
+
+    KEY: ClassVar[int] = Key.CONSUMER_UPDATE
+    LAYOUT: ClassVar[tuple[Kind, ...]] = (*CodeResponse.LAYOUT, OFFSET_SPEC)
+    offset: OffsetSpec
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResolveOffsetSpec(Request):
+    KEY: ClassVar[int] = Key.RESOLVE_OFFSET_SPEC
+    LAYOUT: ClassVar[tuple[Kind, ...]] = (U32, STRING, OFFSET_SPEC, Optional(PROPERTIES))
+    stream: str
+    offset: OffsetSpec
+    properties: Properties | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResolveOffsetSpecResponse(CodeResponse):
+    """4.3+: the spec resolved to a concrete offset (type always OFFSET, §5)."""
+
+    KEY: ClassVar[int] = Key.RESOLVE_OFFSET_SPEC
+    LAYOUT: ClassVar[tuple[Kind, ...]] = (*CodeResponse.LAYOUT, OFFSET_SPEC)
+    offset: OffsetSpec
