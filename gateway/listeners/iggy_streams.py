@@ -25,7 +25,7 @@ from gateway.model import (
     UpdateStream,
     UpdateTopic,
 )
-from gateway.translate import iggy as tr
+from gateway.translate import iggy_topics as tt
 from protocols.iggy import frames_streams as f
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ async def create_stream(s: Session, cmd: f.CreateStream) -> f.StreamDetails:
     s.require("manage_streams")
     s.catalog.invalidate()
     result = await s.router.execute(CreateStream(stream=cmd.name, id=cmd.stream_id or None), s.ctx)
-    return tr.stream_details(result.info, legacy=s.legacy)
+    return tt.stream_details(result.info, legacy=s.legacy)
 
 
 async def get_stream(s: Session, cmd: f.GetStream) -> f.StreamDetails | None:
@@ -46,13 +46,13 @@ async def get_stream(s: Session, cmd: f.GetStream) -> f.StreamDetails | None:
     except NotFound:
         return None  # §3.7: "not found" is an empty OK body
     s.require("read_streams", info.id)
-    return tr.stream_details(info, legacy=s.legacy)
+    return tt.stream_details(info, legacy=s.legacy)
 
 
 async def get_streams(s: Session, cmd: f.GetStreams) -> f.Streams:
     s.require("read_streams")
     streams = (await s.router.execute(ListStreams(), s.ctx)).streams
-    return f.Streams(streams=tuple(tr.stream_frame(i) for i in sorted(streams, key=_id)))
+    return f.Streams(streams=tuple(tt.stream_frame(i) for i in sorted(streams, key=_id)))
 
 
 def _id(info: Any) -> int:
@@ -89,11 +89,11 @@ async def create_topic(s: Session, cmd: f.CreateTopic) -> f.TopicDetails:
     stream = await s.catalog.stream(cmd.stream_id, s.ctx)
     s.require("manage_topics", stream.id)
     if s.legacy:
-        options = tr.legacy_topic_options(
+        options = tt.legacy_topic_options(
             cmd.compression_algorithm, cmd.message_expiry, cmd.max_topic_size
         )
     else:
-        options = tr.options_of(cmd.options)
+        options = tt.options_of(cmd.options)
     if cmd.partitions_count < 0:
         raise InvalidPartitions("partitions count must not be negative")
     s.catalog.invalidate()
@@ -102,13 +102,13 @@ async def create_topic(s: Session, cmd: f.CreateTopic) -> f.TopicDetails:
             topic=Topic(stream.name, cmd.name),
             # Iggy allows a topic without partitions; the canonical model needs one to exist.
             partitions=max(1, cmd.partitions_count),
-            config=tr.topic_config(options, partitions=max(1, cmd.partitions_count)),
+            config=tt.topic_config(options, partitions=max(1, cmd.partitions_count)),
             id=cmd.topic_id or None,
             create_stream=False,
         ),
         s.ctx,
     )
-    return tr.topic_details(result.info, legacy=s.legacy, shift=s.partition_shift)
+    return tt.topic_details(result.info, legacy=s.legacy, shift=s.partition_shift)
 
 
 async def resolve(s: Session, stream: Any, topic: Any) -> ResolvedTopic:
@@ -121,27 +121,27 @@ async def get_topic(s: Session, cmd: f.GetTopic) -> f.TopicDetails | None:
     except NotFound:
         return None
     s.require("read_topics", found.stream.id, found.topic.id)
-    return tr.topic_details(found.topic, legacy=s.legacy, shift=s.partition_shift)
+    return tt.topic_details(found.topic, legacy=s.legacy, shift=s.partition_shift)
 
 
 async def get_topics(s: Session, cmd: f.GetTopics) -> f.Topics:
     stream = await s.catalog.stream(cmd.stream_id, s.ctx)
     s.require("read_topics", stream.id)
     topics = sorted(stream.topics, key=_id)
-    return f.Topics(topics=tuple(tr.topic_frame(t, legacy=s.legacy) for t in topics))
+    return f.Topics(topics=tuple(tt.topic_frame(t, legacy=s.legacy) for t in topics))
 
 
 async def update_topic(s: Session, cmd: f.UpdateTopic) -> None:
     found = await resolve(s, cmd.stream_id, cmd.topic_id)
     s.require("manage_topics", found.stream.id, found.topic.id)
     if s.legacy:
-        options = tr.legacy_topic_options(
+        options = tt.legacy_topic_options(
             cmd.compression_algorithm, cmd.message_expiry, cmd.max_topic_size
         )
     else:
-        options = tr.options_of(cmd.options)
+        options = tt.options_of(cmd.options)
     info = found.topic
-    config = tr.topic_config(options, partitions=info.partition_count, base=info.config)
+    config = tt.topic_config(options, partitions=info.partition_count, base=info.config)
     s.catalog.invalidate()
     new_name = cmd.name if cmd.name != info.topic.name else None
     await s.router.execute(UpdateTopic(topic=info.topic, config=config, new_name=new_name), s.ctx)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway import __version__
 from gateway.model import Authenticate, InvalidRequest, Stats, UnknownUser
-from gateway.translate import iggy as tr
+from gateway.translate import iggy_users as tu
 from protocols.iggy import frames_system as fs
 from protocols.iggy import frames_users as fu
 from protocols.iggy.headers import HeaderKind
@@ -218,14 +218,14 @@ async def get_clients(s: Session, cmd: fs.GetClients) -> fs.Clients:
 async def get_user(s: Session, cmd: fu.GetUser) -> fu.UserInfoDetails | None:
     s.require("read_users")
     try:
-        return tr.user_details(s.users.get_user(cmd.user_id))
+        return tu.user_details(s.users.get_user(cmd.user_id))
     except UnknownUser:
         return None
 
 
 async def get_users(s: Session, cmd: fu.GetUsers) -> fu.Users:
     s.require("read_users")
-    return fu.Users(users=tuple(tr.user_info(u) for u in s.users.list_users()))
+    return fu.Users(users=tuple(tu.user_info(u) for u in s.users.list_users()))
 
 
 async def create_user(s: Session, cmd: fu.CreateUser) -> fu.UserInfoDetails:
@@ -233,21 +233,21 @@ async def create_user(s: Session, cmd: fu.CreateUser) -> fu.UserInfoDetails:
     user = await s.users.create_user(
         cmd.username,
         cmd.password,
-        status=tr.user_status(cmd.status),
-        permissions=tr.gateway_permissions(cmd.permissions),
+        status=tu.user_status(cmd.status),
+        permissions=tu.gateway_permissions(cmd.permissions),
     )
-    return tr.user_details(user)
+    return tu.user_details(user)
 
 
 async def update_user(s: Session, cmd: fu.UpdateUser) -> None:
     s.require("manage_users")
-    status = None if cmd.status is None else tr.user_status(cmd.status)
+    status = None if cmd.status is None else tu.user_status(cmd.status)
     s.users.update_user(cmd.user_id, username=cmd.username, status=status)
 
 
 async def update_permissions(s: Session, cmd: fu.UpdatePermissions) -> None:
     s.require("manage_users")
-    s.users.update_permissions(cmd.user_id, tr.gateway_permissions(cmd.permissions))
+    s.users.update_permissions(cmd.user_id, tu.gateway_permissions(cmd.permissions))
 
 
 async def delete_user(s: Session, cmd: fu.DeleteUser) -> None:
@@ -266,13 +266,13 @@ async def change_password(s: Session, cmd: fu.ChangePassword) -> None:
 async def get_tokens(s: Session, cmd: fu.GetPersonalAccessTokens) -> fu.PersonalAccessTokens:
     assert s.user is not None
     return fu.PersonalAccessTokens(
-        tokens=tuple(tr.token_info(t) for t in s.users.list_tokens(s.user.id))
+        tokens=tuple(tu.token_info(t) for t in s.users.list_tokens(s.user.id))
     )
 
 
 async def create_token(s: Session, cmd: fu.CreatePersonalAccessToken) -> fu.RawPersonalAccessToken:
     assert s.user is not None
-    token = s.users.create_token(s.user.id, cmd.name, tr.token_expiry(cmd.expiry))
+    token = s.users.create_token(s.user.id, cmd.name, tu.token_expiry(cmd.expiry))
     return fu.RawPersonalAccessToken(token=token)
 
 

@@ -22,6 +22,7 @@ from .primitives import (
     encode_uvarint,
     encode_varint,
 )
+from .reader import BodyReader
 from .receiver import Receiver
 from .sentinel import CONNECTION_CLOSED, NEED_DATA, ConnectionClosed, NeedData
 
@@ -40,6 +41,7 @@ __all__ = [
     "U32_LE",
     "U64_BE",
     "U64_LE",
+    "BodyReader",
     "ConnectionClosed",
     "FrameTooLarge",
     "LocalProtocolError",

@@ -11,7 +11,15 @@ from __future__ import annotations
 import struct
 from typing import NoReturn
 
-from protocols._wire import U8, U16_LE, U32_LE, U64_LE, LocalProtocolError, RemoteProtocolError
+from protocols._wire import (
+    U8,
+    U16_LE,
+    U32_LE,
+    U64_LE,
+    BodyReader,
+    LocalProtocolError,
+    RemoteProtocolError,
+)
 
 from .status import Status
 
@@ -43,36 +51,11 @@ def malformed(message: str, status: Status = Status.INVALID_FORMAT) -> NoReturn:
     raise RemoteProtocolError(message, hint=status)
 
 
-class Reader:
-    """Reads one body front to back; every read past the end is a malformed body."""
+class Reader(BodyReader):
+    """Reads one body front to back (little-endian); a read past the end is InvalidFormat."""
 
-    __slots__ = ("data", "end", "pos")
-
-    def __init__(self, data: bytes, pos: int = 0, end: int | None = None) -> None:
-        self.data = data
-        self.pos = pos
-        self.end = len(data) if end is None else end
-
-    @property
-    def remaining(self) -> int:
-        return self.end - self.pos
-
-    def at_end(self) -> bool:
-        return self.pos >= self.end
-
-    def expect_end(self, what: str) -> None:
-        if self.pos != self.end:
-            malformed(f"{self.end - self.pos} bytes after the {what}")
-
-    def take(self, n: int, what: str = "field") -> bytes:
-        end = self.pos + n
-        if n < 0 or end > self.end:
-            malformed(
-                f"the {what} runs past the end of the body ({n} bytes, {self.remaining} left)"
-            )
-        out = self.data[self.pos : end]
-        self.pos = end
-        return out
+    __slots__ = ()
+    HINT = Status.INVALID_FORMAT
 
     def sub(self, n: int, what: str) -> Reader:
         """A reader over the next ``n`` bytes, which this one skips."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from typing import NoReturn
 
-from protocols._wire import LocalProtocolError, RemoteProtocolError
+from protocols._wire import BodyReader, LocalProtocolError, RemoteProtocolError
 
 from .codes import ResponseCode
 
@@ -25,36 +25,12 @@ def malformed(message: str, code: ResponseCode = ResponseCode.UNKNOWN_FRAME) -> 
     raise RemoteProtocolError(message, hint=code)
 
 
-class Reader:
-    """Reads one body front to back; every read past the end is a malformed frame."""
+class Reader(BodyReader):
+    """Reads one body front to back (big-endian); a read past the end is "unknown frame"."""
 
-    __slots__ = ("data", "end", "pos")
-
-    def __init__(self, data: bytes, pos: int = 0) -> None:
-        self.data = data
-        self.pos = pos
-        self.end = len(data)
-
-    @property
-    def remaining(self) -> int:
-        return self.end - self.pos
-
-    def at_end(self) -> bool:
-        return self.pos >= self.end
-
-    def expect_end(self, what: str) -> None:
-        if self.pos != self.end:
-            malformed(f"{self.end - self.pos} bytes after the {what}")
-
-    def take(self, n: int, what: str) -> bytes:
-        end = self.pos + n
-        if n < 0 or end > self.end:
-            malformed(
-                f"the {what} runs past the end of the frame ({n} bytes, {self.remaining} left)"
-            )
-        out = self.data[self.pos : end]
-        self.pos = end
-        return out
+    __slots__ = ()
+    HINT = ResponseCode.UNKNOWN_FRAME
+    UNIT = "frame"
 
     def unpack(self, fmt: struct.Struct, what: str) -> int:
         value: int = fmt.unpack(self.take(fmt.size, what))[0]

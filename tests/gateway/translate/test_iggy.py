@@ -20,6 +20,7 @@ from gateway.model import (
     WireBatch,
 )
 from gateway.translate import iggy as tr
+from gateway.translate import iggy_topics as tt
 from protocols.iggy import Message as IggyMessage
 from protocols.iggy import PartitionId, SendMessages
 from protocols.iggy.batch import encode_batch
@@ -54,17 +55,17 @@ def test_topic_options_become_config_and_come_back() -> None:
         "compression_algorithm": "gzip",
         "durability": "persisted",
     }
-    config = tr.topic_config(options, partitions=3)
+    config = tt.topic_config(options, partitions=3)
     assert config.retention_ms == 60_000
     assert config.retention_bytes == 1_000_000  # per partition
     assert config.compression == "gzip"
     assert config.extra["durability"] == "persisted"
-    never = tr.topic_config({"message_expiry": str(tr.U64_MAX)}, partitions=1, base=config)
+    never = tt.topic_config({"message_expiry": str(tr.U64_MAX)}, partitions=1, base=config)
     assert never.retention_ms == -1 and never.compression == "gzip"  # a patch keeps the rest
     with pytest.raises(InvalidRequest):
-        tr.topic_config({"compression_algorithm": "lz4"}, partitions=1)
+        tt.topic_config({"compression_algorithm": "lz4"}, partitions=1)
     with pytest.raises(InvalidRequest):
-        tr.topic_config({"message_expiry": "soon"}, partitions=1)
+        tt.topic_config({"message_expiry": "soon"}, partitions=1)
 
 
 def test_offsets_are_last_consumed_on_the_wire() -> None:
@@ -133,7 +134,7 @@ def test_topic_frame_reports_resolved_settings() -> None:
         config=TopicConfig(retention_ms=-1, retention_bytes=100, compression="gzip",
                            extra={"max_topic_size": "100"}),
     )  # fmt: skip
-    frame = tr.topic_details(info).topic
+    frame = tt.topic_details(info).topic
     assert (frame.id, frame.message_expiry, frame.max_topic_size, frame.messages_count) == (
         3, tr.U64_MAX, 100, 8,
     )  # fmt: skip

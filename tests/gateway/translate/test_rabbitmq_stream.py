@@ -32,6 +32,7 @@ from gateway.model import (
     decode_wire,
 )
 from gateway.translate import rabbitmq_stream as tr
+from gateway.translate import rabbitmq_stream_messages as trm
 from protocols.rabbitmq_stream import OffsetSpec as WireOffsetSpec
 from protocols.rabbitmq_stream import OffsetType, ResponseCode
 from protocols.rabbitmq_stream.amqp import AmqpType, Value, build_message, encode_message
@@ -141,7 +142,7 @@ EVERY_KIND = (
 )
 
 
-def lossy_counter() -> tuple[Counter[str], tr.Lossy]:
+def lossy_counter() -> tuple[Counter[str], trm.Lossy]:
     counts: Counter[str] = Counter()
     return counts, lambda field: counts.update([field])
 
@@ -150,7 +151,7 @@ def lossy_counter() -> tuple[Counter[str], tr.Lossy]:
 def test_every_header_kind_round_trips(header: Header) -> None:
     counts, lossy = lossy_counter()
     m = Message(b"v", b"k", (header,), 1_700_000_000_123_000, -1, 7)
-    assert tr.to_canonical(tr.to_amqp(m, lossy), lossy) == m
+    assert trm.to_canonical(trm.to_amqp(m, lossy), lossy) == m
     assert not counts
 
 
@@ -158,7 +159,7 @@ def test_every_header_kind_round_trips(header: Header) -> None:
 def test_128_bit_integers_become_binary(kind: HeaderKind) -> None:
     counts, lossy = lossy_counter()
     raw = (1 << 100).to_bytes(16, "little")
-    back = tr.to_canonical(tr.to_amqp(Message(b"v", headers=(Header("n", raw, kind),)), lossy))
+    back = trm.to_canonical(trm.to_amqp(Message(b"v", headers=(Header("n", raw, kind),)), lossy))
     assert back.headers == (Header("n", raw, K.RAW),)
     assert counts == {"headers": 1}
 
@@ -170,9 +171,9 @@ def test_ids_keys_and_timestamps() -> None:
         Message(b"x", "ключ".encode(), (), 5_000, -1, 0),
         Message(b"x", b"\xff\x00", (), 0, -1, 0),  # a non-UTF-8 key: a binary annotation
     ):
-        assert tr.to_canonical(tr.to_amqp(m)) == m
+        assert trm.to_canonical(trm.to_amqp(m)) == m
     # Sub-millisecond precision is not carried (creation-time is in ms).
-    assert tr.to_canonical(tr.to_amqp(Message(b"x", timestamp_us=1_999))).timestamp_us == 1_000
+    assert trm.to_canonical(trm.to_amqp(Message(b"x", timestamp_us=1_999))).timestamp_us == 1_000
 
 
 def test_properties_travel_as_headers() -> None:
@@ -183,21 +184,21 @@ def test_properties_travel_as_headers() -> None:
             message_id="id-1", correlation_id=b"c", content_type="text/plain", subject="s"
         ),
     )
-    m = tr.to_canonical(bytes(payload), lossy)
+    m = trm.to_canonical(bytes(payload), lossy)
     assert m.headers == (
         Header("streamgate.amqp.message_id", b"id-1", K.STRING),
         Header("streamgate.amqp.subject", b"s", K.STRING),
         Header("streamgate.amqp.correlation_id", b"c", K.RAW),
         Header("streamgate.amqp.content_type", b"text/plain", K.SYMBOL),
     )
-    back = amqp_decoder(tr.to_amqp(m, lossy))
+    back = amqp_decoder(trm.to_amqp(m, lossy))
     assert back.properties.message_id == b"id-1"  # pyamqp hands strings back as bytes
     assert back.properties.correlation_id == b"c"
     assert back.properties.content_type == b"text/plain"
     assert not counts
     # A carried field of the wrong type is dropped and counted.
     bad = Message(b"x", headers=(Header("streamgate.amqp.to", b"\x01", K.UINT8),))
-    assert tr.to_canonical(tr.to_amqp(bad, lossy)).headers == ()
+    assert trm.to_canonical(trm.to_amqp(bad, lossy)).headers == ()
     assert counts == {"properties": 1}
 
 
@@ -207,14 +208,14 @@ def test_other_bodies_keep_their_sections() -> None:
     raw = encode_message(
         build_message(value=body, application_properties=[("k", Value(AmqpType.STRING, "v"))])
     )
-    m = tr.to_canonical(raw, lossy)
-    assert m.headers[0] == Header(tr.BODY_HEADER, b"amqp-value", K.SYMBOL)
+    m = trm.to_canonical(raw, lossy)
+    assert m.headers[0] == Header(trm.BODY_HEADER, b"amqp-value", K.SYMBOL)
     assert m.value == encode_message(build_message(value=body))
-    assert tr.to_amqp(m, lossy) == raw
+    assert trm.to_amqp(m, lossy) == raw
     assert not counts
     # A value that is not what the header says goes out as a data section.
-    fake = Message(b"plain", headers=(Header(tr.BODY_HEADER, b"amqp-value", K.SYMBOL),))
-    assert amqp_decoder(tr.to_amqp(fake, lossy)).body == b"plain"
+    fake = Message(b"plain", headers=(Header(trm.BODY_HEADER, b"amqp-value", K.SYMBOL),))
+    assert amqp_decoder(trm.to_amqp(fake, lossy)).body == b"plain"
     assert counts == {"value": 1}
 
 
@@ -223,12 +224,12 @@ def test_amqp_values_of_binary_and_string_are_the_value() -> None:
         (Value(AmqpType.BINARY, b"\x01"), b"\x01"),
         (Value(AmqpType.STRING, "é"), "é".encode()),
     ):
-        m = tr.to_canonical(encode_message(build_message(value=body)))
+        m = trm.to_canonical(encode_message(build_message(value=body)))
         assert (m.value, m.headers) == (value, ())
 
 
 def test_non_amqp_entries_are_taken_whole() -> None:
-    assert tr.to_canonical(b"raw-0", offset=3) == Message(b"raw-0", offset=3)
+    assert trm.to_canonical(b"raw-0", offset=3) == Message(b"raw-0", offset=3)
 
 
 def test_routing_key_annotation_and_lost_sections() -> None:
@@ -243,7 +244,7 @@ def test_routing_key_annotation_and_lost_sections() -> None:
             data=b"d",
         )
     )
-    assert tr.to_canonical(raw, lossy).key == b"rk"
+    assert trm.to_canonical(raw, lossy).key == b"rk"
     assert counts == {"annotations": 1, "footer": 1}
 
 
@@ -265,7 +266,7 @@ def test_we_decode_what_rstream_encodes() -> None:
         },
         properties=RsProperties(message_id=123, creation_time=1_700_000_000_123),
     )
-    m = tr.to_canonical(bytes(payload))
+    m = trm.to_canonical(bytes(payload))
     assert m.value == b"hello" and m.id == 123 and m.timestamp_us == 1_700_000_000_123_000
     assert m.headers == (
         Header("s", b"v", K.STRING),
@@ -277,13 +278,13 @@ def test_we_decode_what_rstream_encodes() -> None:
         Header("x", b"\x00", K.RAW),
     )
     uuid_id = AMQPMessage(body=b"", properties=RsProperties(message_id=u))
-    assert tr.to_canonical(bytes(uuid_id)).id == u.int
+    assert trm.to_canonical(bytes(uuid_id)).id == u.int
 
 
 def test_rstream_decodes_what_we_encode() -> None:
     u = uuid.uuid4()
     m = Message(b"hello", b"key", EVERY_KIND, 1_700_000_000_123_000, -1, 99)
-    back = amqp_decoder(tr.to_amqp(m))
+    back = amqp_decoder(trm.to_amqp(m))
     assert back.body == b"hello"
     assert back.properties.message_id == 99
     assert back.properties.creation_time == 1_700_000_000_123
@@ -293,7 +294,7 @@ def test_rstream_decodes_what_we_encode() -> None:
     assert props[b"i8"] == -5 and props[b"u64"] == (1 << 64) - 1 and props[b"f64"] == -2.25
     assert props[b"raw"] == b"\x00\xff" and props[b"uuid"] == uuid.UUID(int=42)
     assert props[b"ts"] == 1_700_000_000_123
-    big = amqp_decoder(tr.to_amqp(Message(b"", id=u.int | (1 << 127))))
+    big = amqp_decoder(trm.to_amqp(Message(b"", id=u.int | (1 << 127))))
     assert big.properties.message_id == uuid.UUID(int=u.int | (1 << 127))
 
 
@@ -304,7 +305,7 @@ def captured() -> dict[str, list[Message]]:
     out: dict[str, list[Message]] = {}
     for where, frame in frames(PUBLISH):
         entries = [entry for _, entry, _ in publish_items(frame)]
-        stored = tr.wire_batch(entries, timestamp_us=42_000)
+        stored = trm.wire_batch(entries, timestamp_us=42_000)
         out.setdefault(where, []).extend(decode_wire(stored))
     return out
 
@@ -324,7 +325,7 @@ def test_captured_publishes_decode() -> None:
     assert all(m.timestamp_us == 42_000 for m in rstream)  # no creation time: the arrival
     rbfly = by_capture["capture-rbfly.jsonl"]
     assert [m.value for m in rbfly[:2]] == [b"rb-bytes-body", b"rb-str-body"]
-    assert rbfly[2].headers[0] == Header(tr.BODY_HEADER, b"amqp-value", K.SYMBOL)
+    assert rbfly[2].headers[0] == Header(trm.BODY_HEADER, b"amqp-value", K.SYMBOL)
     assert rbfly[2].headers[1:] == (Header("k", b"v", K.STRING),)
     assert [m.value for m in rbfly[3:]] == [f"batch-{i}".encode() for i in range(3)]
     assert [m.value for m in by_capture["capture-probe-3.10.8.jsonl"]] == [b"abc", b"one", b"two"]
@@ -335,25 +336,25 @@ def test_captured_publishes_decode() -> None:
 
 def test_chunk_passes_stored_entries_through_and_encodes_the_rest() -> None:
     sub = SubEntryBatch.build([b"s0", b"s1", b"s2"], Compression.GZIP)
-    stored = tr.wire_batch([SimpleEntry(b"raw-a"), sub], timestamp_us=5_000_000)
+    stored = trm.wire_batch([SimpleEntry(b"raw-a"), sub], timestamp_us=5_000_000)
     stored = dataclasses.replace(stored, base_offset=10)
     canonical = MessageBatch(
         [Message(b"c", None, (), 6_000_000, 14), Message(b"d", None, (), 7_000_000, 15)]
     )
-    out = tr.chunk_for([MessageBatch(wire=stored), canonical], 12)
+    out = trm.chunk_for([MessageBatch(wire=stored), canonical], 12)
     assert out is not None
     assert (out.chunk_id, out.records) == (11, 5)  # the sub-batch holding 12 starts at 11
     chunk = decode_chunk(out.data)
     assert chunk.entries[0] == sub and chunk.timestamp_ms == 7_000
     records = list(iter_records(chunk))
     assert [o for o, _ in records] == [11, 12, 13, 14, 15]
-    assert [tr.to_canonical(r).value for _, r in records] == [b"s0", b"s1", b"s2", b"c", b"d"]
+    assert [trm.to_canonical(r).value for _, r in records] == [b"s0", b"s1", b"s2", b"c", b"d"]
 
 
 def test_chunk_stops_at_a_gap_and_skips_earlier_records() -> None:
     batch = MessageBatch(
         [Message(b"a", offset=1), Message(b"b", offset=2), Message(b"c", offset=5)]
     )
-    out = tr.chunk_for([batch], 2)
+    out = trm.chunk_for([batch], 2)
     assert out is not None and (out.chunk_id, out.records) == (2, 1)
-    assert tr.chunk_for([batch], 6) is None
+    assert trm.chunk_for([batch], 6) is None

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from protocols._wire import LocalProtocolError, RemoteProtocolError
 from protocols.rabbitmq_stream.amqp import (
-    MAX_DEPTH,
     AmqpMessage,
     AmqpSequence,
     AmqpType,
@@ -35,6 +34,7 @@ from protocols.rabbitmq_stream.amqp import (
     encode_payload,
     encode_value,
 )
+from protocols.rabbitmq_stream.amqp_types import MAX_DEPTH
 from protocols.rabbitmq_stream.chunk import Compression, SimpleEntry, SubEntryBatch
 
 from .test_chunk import PUBLISH, frames, publish_items
