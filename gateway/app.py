@@ -17,6 +17,7 @@ from gateway.config import Config
 from gateway.coordination import AssignedGroups, GroupCoordinator, UserStore
 from gateway.listeners.iggy import IggyService, IggySettings
 from gateway.listeners.kafka import KafkaService, KafkaSettings
+from gateway.listeners.rabbitmq_stream import RabbitStreamService, RabbitStreamSettings
 from gateway.listeners.rog import RogService
 from gateway.listeners.session import Drain, Handler, Limits, ListenerInfo, serve_protocol
 from gateway.metrics import Metrics
@@ -142,6 +143,25 @@ async def serve_gateway(
         )
         iggy_service = IggyService(router, iggy_settings, users=users, groups=AssignedGroups())
         services.append(("iggy", iggy_service.handler(), iggy.port, config.listener_host(iggy)))
+    rabbit = config.listeners.rabbitmq_stream
+    if rabbit.enabled:
+        rabbit_service = RabbitStreamService(
+            router,
+            RabbitStreamSettings(
+                advertised_host=rabbit.advertised_host or config.advertised_host,
+                advertised_port=rabbit.advertised_port,
+                frame_max=rabbit.frame_max,
+                heartbeat_s=rabbit.heartbeat,
+                max_frame_bytes=limits.max_frame_bytes,
+                default_user=rabbit.default_user,
+                default_password=rabbit.default_password,
+                default_user_loopback_only=rabbit.default_user_loopback_only,
+            ),
+            users=users,
+        )
+        rabbit_service.ensure_default_user()
+        services.append(("rabbitmq_stream", rabbit_service.handler(), rabbit.port,
+                         config.listener_host(rabbit)))  # fmt: skip
 
     async with trio.open_nursery() as outer:
         await outer.start(backend.run)

@@ -25,6 +25,11 @@ _RUN_FLAGS: tuple[tuple[str, str, str], ...] = (
     ("--rog-port", "listeners.rog.port", "Rog listener port (default 7878, 0 = any)"),
     ("--kafka-port", "listeners.kafka.port", "Kafka listener port (default 9092, 0 = any)"),
     ("--iggy-port", "listeners.iggy.port", "Iggy listener port (default 8090, 0 = any)"),
+    (
+        "--rabbitmq-stream-port",
+        "listeners.rabbitmq_stream.port",
+        "RabbitMQ Stream listener port (default 5552, 0 = any)",
+    ),
     ("--admin-port", "admin.port", "metrics/health HTTP port (default 9464, 0 = any)"),
     ("--log-level", "log.level", "debug | info | warning | error"),
     ("--log-format", "log.format", "auto | console | json"),

@@ -50,10 +50,26 @@ class IggyListenerConfig(ListenerConfig):
 
 
 @dataclass(slots=True)
+class RabbitStreamListenerConfig(ListenerConfig):
+    port: int = 5552
+    # What Open and Metadata answer (clients connect to it); "" / 0 = where the client connected.
+    advertised_host: str = ""
+    advertised_port: int = 0
+    frame_max: int = 1_048_576  # proposed in Tune (the client may take less)
+    heartbeat: int = 60  # seconds, proposed in Tune (0 = none)
+    # RabbitMQ's default user, created in the user store when missing ("" = none); like RabbitMQ
+    # it may only log in from loopback unless default_user_loopback_only is false.
+    default_user: str = "guest"
+    default_password: str = "guest"
+    default_user_loopback_only: bool = True
+
+
+@dataclass(slots=True)
 class ListenersConfig:
     rog: ListenerConfig = field(default_factory=lambda: ListenerConfig(port=7878))
     kafka: KafkaListenerConfig = field(default_factory=KafkaListenerConfig)
     iggy: IggyListenerConfig = field(default_factory=IggyListenerConfig)
+    rabbitmq_stream: RabbitStreamListenerConfig = field(default_factory=RabbitStreamListenerConfig)
 
 
 @dataclass(slots=True)

@@ -22,6 +22,7 @@ def gateway_config(data_dir: Path, **overrides: object) -> Config:
         "listeners.rog.port": 0,
         "listeners.kafka.port": 0,
         "listeners.iggy.port": 0,
+        "listeners.rabbitmq_stream.port": 0,
         "groups.initial_rebalance_delay_ms": 200,
         "admin.port": 0,
         "limits.drain_timeout_s": 2.0,

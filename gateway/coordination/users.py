@@ -171,6 +171,17 @@ class UserStore:
         self._save()
         return account.user
 
+    def ensure_user(self, username: str, password: str) -> User:
+        """A default user (RabbitMQ's guest): created with the configured users' permissions
+        when missing, left as it is (password, permissions, status) when it exists."""
+        account = self._find(username)
+        if account is None:
+            account = self._add(
+                self._next_id, username, hash_password(password), CONFIG_USER_PERMISSIONS
+            )
+            self._save()
+        return account.user
+
     def update_user(
         self, user: int | str, *, username: str | None = None, status: UserStatus | None = None
     ) -> User:

@@ -21,7 +21,8 @@ async def streamgate(data: Path, *extra: str) -> AsyncIterator[tuple[trio.Proces
     """Start ``streamgate run``; yield the process and {endpoint: address} from its stdout."""
     proc = await trio.lowlevel.open_process(
         [sys.executable, "-m", "gateway.cli", "run", "--backend", f"embedded:{data}",
-         "--rog-port", "0", "--kafka-port", "0", "--iggy-port", "0", "--admin-port", "0",
+         "--rog-port", "0", "--kafka-port", "0", "--iggy-port", "0", "--rabbitmq-stream-port", "0",
+         "--admin-port", "0",
          "--log-format", "json",
          *extra],
         stdout=subprocess.PIPE,
@@ -88,7 +89,7 @@ async def test_killed_gateway_restarts_with_logs_messages_and_offsets(tmp_path: 
 async def test_sigterm_stops_cleanly(tmp_path: Path) -> None:
     with trio.fail_after(30):
         async with streamgate(tmp_path / "data") as (proc, addresses):
-            assert set(addresses) == {"rog", "kafka", "iggy", "admin"}
+            assert set(addresses) == {"rog", "kafka", "iggy", "rabbitmq_stream", "admin"}
             assert await rog(addresses).create_log("x", 1) == Ok()
             proc.send_signal(signal.SIGTERM)
             assert await proc.wait() == 0

@@ -46,7 +46,11 @@ MAX_BATCH_BYTES: Final = (1 << 31) - 1  # keeps positions within the u32 of the 
 # the producer's; readers stamp the stored offset); the decoder is gateway.translate.kafka's.
 # "iggy": one Iggy era C batch as the producer sent it (256-byte header + frames, offset deltas
 # 0..n-1); readers stamp the header; the decoder is gateway.translate.iggy's.
-FORMAT_IDS: Final[dict[str, int]] = {batch_codec.FORMAT: 0, "kafka": 1, "iggy": 2}
+# "rabbitmq_stream": the entries of one RabbitMQ Stream Publish as sent (simple entries and
+# sub-entry batches, still compressed); the decoder is gateway.translate.rabbitmq_stream_messages'.
+FORMAT_IDS: Final[dict[str, int]] = {
+    batch_codec.FORMAT: 0, "kafka": 1, "iggy": 2, "rabbitmq_stream": 3,
+}  # fmt: skip
 FORMAT_NAMES: Final[dict[int, str]] = {v: k for k, v in FORMAT_IDS.items()}
 
 # A payload as the pieces it is written from (os.writev), so stamping never copies it.

@@ -45,10 +45,12 @@ async def test_user_lifecycle(gateway: Running) -> None:
             assert (found.id, found.username, found.created_at, found.permissions) == (
                 created.id, "alice", created.created_at, per_stream,
             )  # fmt: skip
-        users = {u.id: (u.username, u.status) for u in await root.get_users()}
+        users = {u.username: (u.id, u.status) for u in await root.get_users()}
         assert users == {
-            ROOT_ID: (ROOT_USER, UserStatus.Active),
-            created.id: ("alice", UserStatus.Active),
+            ROOT_USER: (ROOT_ID, UserStatus.Active),
+            "alice": (created.id, UserStatus.Active),
+            # The RabbitMQ Stream listener's default user lives in the same store.
+            "guest": (users["guest"][0], UserStatus.Active),
         }
         with pytest.raises(RuntimeError):
             await root.create_user("alice", "another-pw")  # the name is taken
@@ -79,7 +81,7 @@ async def test_user_lifecycle(gateway: Running) -> None:
 
         await root.delete_user("alicia")
         assert await root.get_user(created.id) is None
-        assert [u.id for u in await root.get_users()] == [ROOT_ID]
+        assert [u.username for u in await root.get_users()] == [ROOT_USER, "guest"]
         gone = await clients.connect(username=None)
         with pytest.raises(RuntimeError, match="Invalid credentials"):
             await gone.login_user("alicia", "alice-pw-2")
