@@ -17,8 +17,8 @@ IGGYPY04_STAMP := $(IGGYPY04_VENV)/.installed-stamp
 APT_TEST_PACKAGES := kcat
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help setup run test lint check-tests bench bench-kafka bench-iggy clean apt-test python-ok \
-	older-clients
+.PHONY: help setup run test lint check-tests bench bench-kafka bench-iggy bench-rabbitmq-stream \
+	clean apt-test python-ok older-clients
 
 help:
 	@echo "make run   - set up and run the gateway on the embedded backend (./data)"
@@ -26,6 +26,7 @@ help:
 	@echo "make bench - benchmark the embedded store"
 	@echo "make bench-kafka - confluent-kafka against a gateway it starts (100 B and 1 KiB)"
 	@echo "make bench-iggy - apache-iggy batches of 1000 against a gateway it starts"
+	@echo "make bench-rabbitmq-stream - rstream publish (confirmed) and consume, gateway it starts"
 
 # Debian's python3 needs python3-venv for `-m venv`; install it when it is missing.
 python-ok:
@@ -92,6 +93,9 @@ bench-kafka: $(STAMP)
 
 bench-iggy: $(STAMP)
 	$(BIN)/streamgate bench iggy $(ARGS)
+
+bench-rabbitmq-stream: $(STAMP)
+	$(BIN)/streamgate bench rabbitmq-stream $(ARGS)
 
 clean:
 	rm -rf $(VENV) $(IGGY08_VENV) $(IGGYPY04_VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -78,11 +78,27 @@ def _parser() -> argparse.ArgumentParser:
     iggy.add_argument("--sizes", default="100,1024", help="message sizes in bytes")
     iggy.add_argument("--batch", type=int, default=1000, help="messages per send and per poll")
     iggy.add_argument("--messages", type=int, default=1_000_000, help="messages per size")
-    iggy.add_argument("--username", default="iggy", help="user to log in as")
-    iggy.add_argument("--password", default="iggy", help="its password")
-    iggy.add_argument("--dir", default=None, help="where the started gateway stores data")
-    iggy.add_argument("--fsync", default="interval:1000", help="fsync of the started gateway")
+    _login_and_gateway_args(iggy, "iggy")
+    rabbit = bench_sub.add_parser(
+        "rabbitmq-stream", help="rstream publish with confirms, then consume from the first"
+    )
+    rabbit.add_argument(
+        "--address", default=None, help="host:port to measure (default: start streamgate)"
+    )
+    rabbit.add_argument("--sizes", default="100,1024", help="message sizes in bytes")
+    rabbit.add_argument("--kinds", default="amqp,raw", help="message kinds: amqp and/or raw")
+    rabbit.add_argument("--batch", type=int, default=1000, help="messages per Publish frame")
+    rabbit.add_argument("--in-flight", type=int, default=10, help="unconfirmed batches at most")
+    rabbit.add_argument("--messages", type=int, default=1_000_000, help="messages per size")
+    _login_and_gateway_args(rabbit, "guest")
     return p
+
+
+def _login_and_gateway_args(parser: argparse.ArgumentParser, default_user: str) -> None:
+    parser.add_argument("--username", default=default_user, help="user to log in as")
+    parser.add_argument("--password", default=default_user, help="its password")
+    parser.add_argument("--dir", default=None, help="where the started gateway stores data")
+    parser.add_argument("--fsync", default="interval:1000", help="fsync of the started gateway")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -159,6 +175,24 @@ def _bench_iggy(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_rabbitmq_stream(args: argparse.Namespace) -> int:
+    from gateway.bench.rabbitmq_stream import bench_rabbitmq_stream
+
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    kinds = [k for k in args.kinds.split(",") if k]
+    with contextlib.ExitStack() as stack:
+        address = _endpoint(stack, args, args.address, "rabbitmq_stream")
+        for size in sizes:
+            for kind in kinds:
+                result = bench_rabbitmq_stream(
+                    address, message_size=size, kind=kind, batch=args.batch,
+                    in_flight=args.in_flight, messages=args.messages, username=args.username,
+                    password=args.password,
+                )  # fmt: skip
+                print(result.format(), flush=True)
+    return 0
+
+
 def _bench(args: argparse.Namespace) -> int:
     from gateway.bench.embedded import bench_embedded, format_result
 
@@ -166,6 +200,8 @@ def _bench(args: argparse.Namespace) -> int:
         return _bench_kafka(args)
     if args.target == "iggy":
         return _bench_iggy(args)
+    if args.target == "rabbitmq-stream":
+        return _bench_rabbitmq_stream(args)
 
     sizes = [int(s) for s in args.sizes.split(",") if s]
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="streamgate-bench-") as tmp:

@@ -54,7 +54,8 @@ def gateway_process(data_dir: str, fsync: str, protocol: str = "kafka") -> Itera
     cmd = [
         sys.executable, "-m", "gateway.cli", "run", "--backend", f"embedded:{data_dir}",
         "--fsync", fsync, "--kafka-port", "0", "--rog-port", "0", "--iggy-port", "0",
-        "--admin-port", "0", "--log-level", "warning", "--log-format", "json",
+        "--rabbitmq-stream-port", "0", "--admin-port", "0", "--log-level", "warning",
+        "--log-format", "json",
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:

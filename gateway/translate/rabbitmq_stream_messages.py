@@ -58,8 +58,10 @@ from protocols.rabbitmq_stream.amqp import (
 from protocols.rabbitmq_stream.chunk import (
     Entry,
     SimpleEntry,
+    count_entries,
     decode_entry,
     encode_chunk,
+    encode_chunk_body,
     encode_entry,
 )
 
@@ -344,6 +346,18 @@ def wire_batch(entries: Sequence[Entry], *, timestamp_us: int) -> WireBatch:
     )
 
 
+def stored_batch(data: bytes, count: int, *, timestamp_us: int) -> WireBatch:
+    """``wire_batch`` for entries already encoded (``count`` simple entries: a Publish frame's
+    SimpleEntries.stored), without an object per message."""
+    return WireBatch(
+        format=WIRE_FORMAT,
+        data=data,
+        count=count,
+        first_timestamp_us=timestamp_us,
+        max_timestamp_us=timestamp_us,
+    )
+
+
 def wire_entries(stored: WireBatch) -> list[Entry]:
     """The entries of a stored batch, as the publisher sent them."""
     entries: list[Entry] = []
@@ -377,6 +391,9 @@ def decode_wire(stored: WireBatch, lossy: Lossy = _ignore) -> list[Message]:
 register_wire_format(WIRE_FORMAT, decode_wire)
 
 
+MAX_CHUNK_ENTRIES: Final = 0xFFFF  # a chunk header's entry count is a uint16 (§6)
+
+
 class DeliverChunk(NamedTuple):
     data: bytes  # the Osiris chunk (header + entries) a Deliver carries
     chunk_id: int  # offset of its first record
@@ -399,6 +416,40 @@ def _entries_of(batch: MessageBatch, start: int, lossy: Lossy) -> Iterable[tuple
             yield m.offset, SimpleEntry(to_amqp(m, lossy)), m.timestamp_us
 
 
+def _whole_stored(
+    batches: tuple[MessageBatch, ...], chunk_id: int, epoch: int
+) -> DeliverChunk | None:
+    """The fast path: stored RabbitMQ batches, contiguous from ``chunk_id`` on, are already a
+    chunk's entries; they are joined, not decoded. None when that is not the case."""
+    parts: list[bytes] = []
+    expected = chunk_id
+    timestamp_us = 0
+    entries = 0
+    for batch in batches:
+        wire = batch.wire
+        if wire is None or wire.format != WIRE_FORMAT or wire.base_offset != expected:
+            break
+        try:
+            n, records = count_entries(wire.data)
+        except RemoteProtocolError as exc:
+            raise CorruptMessage(f"stored RabbitMQ entries: {exc}") from None
+        if records != wire.count:
+            raise CorruptMessage(f"stored RabbitMQ batch: {records} records, {wire.count} said")
+        if entries + n > MAX_CHUNK_ENTRIES:
+            break  # the header counts entries in 16 bits
+        parts.append(wire.data)
+        entries += n
+        expected += records
+        timestamp_us = max(timestamp_us, wire.max_timestamp_us)
+    if not parts:
+        return None
+    data = encode_chunk_body(
+        b"".join(parts), entries=entries, records=expected - chunk_id, chunk_id=chunk_id,
+        timestamp_ms=timestamp_us // 1000, epoch=epoch,
+    )  # fmt: skip
+    return DeliverChunk(data, chunk_id, expected - chunk_id)
+
+
 def chunk_for(
     batches: Iterable[MessageBatch],
     chunk_id: int,
@@ -410,8 +461,13 @@ def chunk_for(
     were published (sub-entry batches stay compressed), other messages as AMQP simple entries.
     A stored sub-entry batch holding ``chunk_id`` starts the chunk at its first record (clients
     skip records below the offset they asked for, §6). The chunk ends at the first gap in the
-    offsets; the timestamp is the latest of its records (the writer's clock in Osiris). None when
-    no record is at or after ``chunk_id``."""
+    offsets or at 65,535 entries; the timestamp is the latest of its records (the writer's clock in
+    Osiris). None when no record is at or after ``chunk_id``. Stored RabbitMQ batches starting
+    right at ``chunk_id`` are joined as they are, without decoding an entry."""
+    batches = tuple(batches)
+    whole = _whole_stored(batches, chunk_id, epoch)
+    if whole is not None:
+        return whole
     entries: list[Entry] = []
     first = expected = -1
     timestamp_us = 0
@@ -419,7 +475,7 @@ def chunk_for(
         for offset, entry, ts in _entries_of(batch, chunk_id, lossy):
             if first < 0:
                 first = expected = offset
-            elif offset != expected:
+            elif offset != expected or len(entries) >= MAX_CHUNK_ENTRIES:
                 break
             entries.append(entry)
             expected += _record_count(entry)

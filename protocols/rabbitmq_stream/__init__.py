@@ -67,6 +67,7 @@ from .frames_publish import (
     PublishingError,
     QueryPublisherSequence,
     QueryPublisherSequenceResponse,
+    SimpleEntries,
 )
 from .frames_streams import (
     Broker,
@@ -163,6 +164,7 @@ __all__ = [
     "SaslAuthenticateResponse",
     "SaslHandshake",
     "SaslHandshakeResponse",
+    "SimpleEntries",
     "StoreOffset",
     "StreamMetadata",
     "StreamStats",

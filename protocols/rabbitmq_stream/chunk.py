@@ -32,11 +32,13 @@ __all__ = [
     "SubEntryBatch",
     "TrackingRecord",
     "TrackingType",
+    "count_entries",
     "decode_chunk",
     "decode_entries",
     "decode_entry",
     "decode_tracking",
     "encode_chunk",
+    "encode_chunk_body",
     "encode_entry",
     "encode_tracking",
     "iter_records",
@@ -333,15 +335,63 @@ def encode_chunk(
     trailer: bytes | None = None,
 ) -> bytes:
     """Header + entries (+ ``trailer`` if given; its length then sets ``trailer_length``)."""
-    body = b"".join(encode_entry(e) for e in entries)
+    return encode_chunk_body(
+        b"".join(encode_entry(e) for e in entries),
+        entries=len(entries),
+        records=_record_count(entries),
+        chunk_id=chunk_id,
+        timestamp_ms=timestamp_ms,
+        epoch=epoch,
+        chunk_type=chunk_type,
+        trailer_length=trailer_length,
+        bloom_size=bloom_size,
+        trailer=trailer,
+    )
+
+
+def count_entries(body: bytes | memoryview) -> tuple[int, int]:
+    """(entries, records) of encoded entries, read from their lengths only."""
+    entries = records = pos = 0
+    end = len(body)
+    while pos < end:
+        if body[pos] & _SUB_BATCH_BIT:
+            if end - pos < _SUB_BATCH.size:
+                raise RemoteProtocolError("truncated sub-entry batch header")
+            _, count, _, size = _SUB_BATCH.unpack_from(body, pos)
+            pos += _SUB_BATCH.size + size
+            records += count
+        else:
+            size, pos = _u32(body, pos, "entry length")
+            pos += size
+            records += 1
+        entries += 1
+    if pos != end:
+        raise RemoteProtocolError(f"the last entry runs {pos - end} bytes past the end")
+    return entries, records
+
+
+def encode_chunk_body(
+    body: bytes,
+    *,
+    entries: int,
+    records: int,
+    chunk_id: int,
+    timestamp_ms: int,
+    epoch: int = 1,
+    chunk_type: ChunkType | int = ChunkType.USER,
+    trailer_length: int = 0,
+    bloom_size: int = 0,
+    trailer: bytes | None = None,
+) -> bytes:
+    """A chunk of already encoded entries (``entries`` of them, ``records`` records)."""
     if trailer is not None:
         trailer_length = len(trailer)
     try:
         header = _HEADER.pack(
             MAGIC_VERSION,
             chunk_type,
-            len(entries),
-            _record_count(entries),
+            entries,
+            records,
             timestamp_ms,
             epoch,
             chunk_id,

@@ -8,8 +8,9 @@ clients, §8) and a sub-batch's compressed data are opaque here.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final, Self
+from typing import Any, ClassVar, Final, Self, overload
 
 from protocols._wire import LocalProtocolError
 
@@ -31,12 +32,15 @@ __all__ = [
     "PublishingError",
     "QueryPublisherSequence",
     "QueryPublisherSequenceResponse",
+    "SimpleEntries",
 ]
 
 _SUB_BATCH_FLAG: Final = 0x80
 _ENTRY_LENGTH_MAX: Final = 0x7FFF_FFFF  # a simple entry's length has its top bit 0
 _I32 = struct.Struct(">i")
 _SUB_BATCH_HEAD = struct.Struct(">BHII")  # flags, records, uncompressed length, data length
+_ID_LENGTH = struct.Struct(">QI")  # a v1 item: publishing id, then a simple entry's length
+_LENGTH = struct.Struct(">I")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,6 +83,78 @@ class PublishedSubBatch:
 Entry = PublishedMessage | PublishedSubBatch
 
 
+class SimpleEntries(Sequence[PublishedMessage]):
+    """The items of a Publish v1 frame whose entries are all simple, read in one pass: the
+    publishing ids, and the entries as an Osiris chunk holds them (``uint32 length, bytes``
+    each, the ids cut out). A publisher's entries are stored and delivered in that form, so the
+    hot path never builds an object per message; ``PublishedMessage`` items are made only when
+    indexed. Compares equal to the tuple of its items."""
+
+    __slots__ = ("_starts", "ids", "stored")
+
+    def __init__(self, ids: tuple[int, ...], stored: bytes, starts: tuple[int, ...]) -> None:
+        self.ids = ids
+        self.stored = stored
+        self._starts = starts  # where each entry's length is in ``stored``
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @overload
+    def __getitem__(self, index: int) -> PublishedMessage: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[PublishedMessage, ...]: ...
+    def __getitem__(self, index: int | slice) -> PublishedMessage | tuple[PublishedMessage, ...]:
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(*index.indices(len(self))))
+        start = self._starts[index]
+        (size,) = _LENGTH.unpack_from(self.stored, start)
+        data = self.stored[start + 4 : start + 4 + size]
+        return PublishedMessage(publishing_id=self.ids[index], data=data)
+
+    def __iter__(self) -> Iterator[PublishedMessage]:
+        return (self[i] for i in range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, SimpleEntries):
+            return self.ids == other.ids and self.stored == other.stored
+        if isinstance(other, tuple | list):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"SimpleEntries({len(self)} entries, {len(self.stored)} bytes)"
+
+
+def _scan_simple(reader: Reader, n: int) -> SimpleEntries | None:
+    """The ``n`` items at the reader as SimpleEntries, or None (nothing consumed) when one of
+    them is a sub-batch."""
+    data, pos, end = reader.data, reader.pos, reader.end
+    ids: list[int] = []
+    starts: list[int] = []
+    parts: list[bytes] = []
+    stored = 0
+    for _ in range(n):
+        if end - pos < 12:
+            malformed("truncated Publish entry")
+        if data[pos + 8] & _SUB_BATCH_FLAG:
+            return None
+        publishing_id, size = _ID_LENGTH.unpack_from(data, pos)
+        after = pos + 12 + size
+        if after > end:
+            malformed(f"entry of {size} bytes, {end - pos - 12} left")
+        ids.append(publishing_id)
+        starts.append(stored)
+        parts.append(data[pos + 8 : after])
+        stored += after - pos - 8
+        pos = after
+    reader.pos = pos
+    return SimpleEntries(tuple(ids), b"".join(parts), tuple(starts))
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Publish(Frame):
     """No correlation id; answered by PublishConfirm / PublishError. ``version`` 2 (3.13+)
@@ -87,7 +163,7 @@ class Publish(Frame):
     KEY: ClassVar[int] = Key.PUBLISH
     VERSIONS: ClassVar[frozenset[int]] = frozenset((1, 2))
     publisher_id: int
-    messages: tuple[Entry, ...] = ()
+    messages: Sequence[Entry] = ()  # decoded v1 frames of simple entries: a SimpleEntries
     publish_version: int = 1
 
     @property
@@ -118,6 +194,10 @@ class Publish(Frame):
         publisher_id = U8.decode(reader)
         # Smallest entry: publishing id + a 4-byte length (+ a 2-byte filter value in v2).
         n = reader.count("entry", 14 if version == 2 else 12)
+        if version == 1:
+            simple = _scan_simple(reader, n)
+            if simple is not None:
+                return cls(publisher_id=publisher_id, messages=simple, publish_version=version)
         entries: list[Entry] = []
         for _ in range(n):
             publishing_id = U64.decode(reader)

@@ -34,13 +34,22 @@ from gateway.model import (
 from gateway.translate import rabbitmq_stream as tr
 from gateway.translate import rabbitmq_stream_messages as trm
 from protocols.rabbitmq_stream import OffsetSpec as WireOffsetSpec
-from protocols.rabbitmq_stream import OffsetType, ResponseCode
+from protocols.rabbitmq_stream import (
+    OffsetType,
+    Publish,
+    PublishedMessage,
+    RabbitStreamClientCodec,
+    RabbitStreamServerCodec,
+    ResponseCode,
+    SimpleEntries,
+)
 from protocols.rabbitmq_stream.amqp import AmqpType, Value, build_message, encode_message
 from protocols.rabbitmq_stream.chunk import (
     Compression,
     SimpleEntry,
     SubEntryBatch,
     decode_chunk,
+    encode_chunk,
     iter_records,
 )
 from tests.protocols.rabbitmq_stream.test_chunk import PUBLISH, frames, publish_items
@@ -358,3 +367,45 @@ def test_chunk_stops_at_a_gap_and_skips_earlier_records() -> None:
     out = trm.chunk_for([batch], 2)
     assert out is not None and (out.chunk_id, out.records) == (2, 1)
     assert trm.chunk_for([batch], 6) is None
+
+
+def _stored(entries: list[SimpleEntry | SubEntryBatch], base: int, ts_us: int) -> MessageBatch:
+    wire = trm.wire_batch(entries, timestamp_us=ts_us)
+    return MessageBatch(wire=dataclasses.replace(wire, base_offset=base))
+
+
+def test_stored_batches_from_the_chunk_id_are_joined_as_they_are() -> None:
+    sub = SubEntryBatch.build([b"s0", b"s1"], Compression.GZIP)
+    first = _stored([SimpleEntry(b"a"), sub], 4, 1_000_000)  # offsets 4..6
+    second = _stored([SimpleEntry(b"b")], 7, 3_000_000)  # offset 7
+    after_gap = _stored([SimpleEntry(b"z")], 9, 4_000_000)
+    out = trm.chunk_for([first, second, after_gap], 4)
+    assert out is not None and (out.chunk_id, out.records) == (4, 4)
+    chunk = decode_chunk(out.data)  # the CRC is checked
+    assert chunk.entries == (SimpleEntry(b"a"), sub, SimpleEntry(b"b"))
+    assert (chunk.chunk_id, chunk.timestamp_ms) == (4, 3_000)
+    # The same chunk as entry by entry (what a chunk starting inside a batch gets).
+    assert out.data == encode_chunk([SimpleEntry(b"a"), sub, SimpleEntry(b"b")],
+                                        chunk_id=4, timestamp_ms=3_000)  # fmt: skip
+
+
+def test_stored_from_a_publish_frame_is_a_chunk_body() -> None:
+    frame = Publish(publisher_id=1, messages=(
+        PublishedMessage(publishing_id=1, data=b"x"), PublishedMessage(publishing_id=2, data=b"yy"),
+    ))  # fmt: skip
+    decoded = RabbitStreamServerCodec()
+    decoded.receive_data(RabbitStreamClientCodec().send(frame))
+    got = decoded.next_frame()
+    assert isinstance(got, Publish) and isinstance(got.messages, SimpleEntries)
+    stored = trm.stored_batch(got.messages.stored, len(got.messages), timestamp_us=9_000)
+    assert trm.wire_entries(stored) == [SimpleEntry(b"x"), SimpleEntry(b"yy")]
+
+
+def test_a_chunk_holds_at_most_65535_entries() -> None:
+    many = _stored([SimpleEntry(b"")] * 70_000, 0, 1)
+    out = trm.chunk_for([many], 0)
+    assert out is not None and (out.chunk_id, out.records) == (0, 0xFFFF)
+    assert len(decode_chunk(out.data).entries) == 0xFFFF
+    two = trm.chunk_for([_stored([SimpleEntry(b"")] * 40_000, 0, 1),
+                         _stored([SimpleEntry(b"")] * 40_000, 40_000, 1)], 0)  # fmt: skip
+    assert two is not None and two.records == 40_000  # the second batch waits for the next one

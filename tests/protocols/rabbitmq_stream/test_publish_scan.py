@@ -1,0 +1,94 @@
+"""The one-pass decoding of Publish v1 frames of simple entries (``SimpleEntries``) and the
+length-only entry count of chunk bodies: what the gateway's hot paths store and deliver without
+building an object per message."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from protocols._wire import RemoteProtocolError
+from protocols.rabbitmq_stream import (
+    Publish,
+    PublishedMessage,
+    PublishedSubBatch,
+    ResponseCode,
+    SimpleEntries,
+)
+from protocols.rabbitmq_stream.chunk import (
+    Compression,
+    Entry,
+    SimpleEntry,
+    SubEntryBatch,
+    count_entries,
+    decode_chunk,
+    encode_chunk,
+    encode_chunk_body,
+    encode_entry,
+)
+from tests.protocols.rabbitmq_stream.support import client, decode_one
+
+MESSAGES = (
+    PublishedMessage(publishing_id=7, data=b"first"),
+    PublishedMessage(publishing_id=9, data=b""),
+    PublishedMessage(publishing_id=2**64 - 1, data=b"\x80 not a sub-batch flag"),
+)
+
+
+def test_simple_entries_are_scanned_once_and_behave_as_the_tuple() -> None:
+    wire = client().send(Publish(publisher_id=3, messages=MESSAGES))
+    got = decode_one(wire)
+    assert isinstance(got, Publish) and isinstance(got.messages, SimpleEntries)
+    entries = got.messages
+    assert entries.ids == (7, 9, 2**64 - 1)
+    assert entries.stored == b"".join(encode_entry(SimpleEntry(m.data)) for m in MESSAGES)
+    assert got == Publish(publisher_id=3, messages=MESSAGES)  # equal to the tuple form
+    assert tuple(entries) == MESSAGES and list(entries) == list(MESSAGES)
+    assert entries[1] == MESSAGES[1] and entries[-1] == MESSAGES[-1]
+    assert entries[1:] == MESSAGES[1:]
+    assert hash(got) == hash(Publish(publisher_id=3, messages=MESSAGES))
+    assert client().send(got) == wire  # re-encodes byte for byte
+
+
+def test_a_sub_batch_falls_back_to_entry_objects() -> None:
+    sub = PublishedSubBatch(publishing_id=8, compression=0, record_count=1,
+                            uncompressed_length=5, data=b"\0\0\0\x01x")  # fmt: skip
+    frame = Publish(publisher_id=1, messages=(MESSAGES[0], sub))
+    got = decode_one(client().send(frame))
+    assert isinstance(got, Publish) and not isinstance(got.messages, SimpleEntries)
+    assert got == frame
+
+
+def test_an_empty_publish_is_an_empty_sequence() -> None:
+    got = decode_one(client().send(Publish(publisher_id=1)))
+    assert isinstance(got, Publish) and len(got.messages) == 0
+
+
+@pytest.mark.parametrize("cut", [1, 5, 12])
+def test_a_truncated_entry_is_refused(cut: int) -> None:
+    body = bytes([0]) + struct.pack(">i", 1) + struct.pack(">QI", 1, 10) + b"0123456789"
+    body = body[:-cut]
+    frame = struct.pack(">IHH", 4 + len(body), 2, 1) + body
+    with pytest.raises(RemoteProtocolError) as caught:
+        decode_one(frame)
+    assert caught.value.hint == ResponseCode.UNKNOWN_FRAME
+
+
+def test_count_entries_reads_lengths_only() -> None:
+    sub = SubEntryBatch.build([b"a", b"b", b"c"], Compression.GZIP)
+    body = b"".join(encode_entry(e) for e in (SimpleEntry(b"x"), sub, SimpleEntry(b"")))
+    assert count_entries(body) == (3, 5)
+    assert count_entries(b"") == (0, 0)
+    for bad in (body[:-1], body + b"\0", b"\x80\0"):
+        with pytest.raises(RemoteProtocolError):
+            count_entries(bad)
+
+
+def test_a_chunk_of_encoded_entries_is_the_chunk_of_the_entries() -> None:
+    entries: list[Entry] = [SimpleEntry(b"x"), SubEntryBatch.build([b"a", b"b"], Compression.NONE)]
+    body = b"".join(encode_entry(e) for e in entries)
+    built = encode_chunk_body(body, entries=2, records=3, chunk_id=40, timestamp_ms=123)
+    assert built == encode_chunk(entries, chunk_id=40, timestamp_ms=123)
+    chunk = decode_chunk(built)
+    assert (chunk.chunk_id, chunk.num_records, chunk.entries) == (40, 3, tuple(entries))
