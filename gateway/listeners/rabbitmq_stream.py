@@ -223,6 +223,8 @@ class RabbitStreamService:
             try:
                 frame = codec.next_frame()
             except FrameTooLarge as exc:
+                if session.state is not State.OPEN:
+                    raise  # before Open: the socket is closed without a frame (§7)
                 await self._refuse(session, ResponseCode.FRAME_TOO_LARGE, "frame too large", exc)
                 metrics.connection_errors.labels(tr.PROTOCOL, "frame_too_large").inc()
                 return
@@ -416,12 +418,13 @@ async def _tune(s: Session, f: rs.Tune) -> None:
 
 
 async def _heartbeats(s: Session) -> None:
-    """A Heartbeat every interval (rbfly aborts after two silent ones, §7); a client silent for
-    three intervals is dropped, as the server does."""
+    """A Heartbeat every half interval (rbfly aborts when an interval passes without a frame,
+    §7; half leaves room for both clocks' jitter); a client silent for three intervals is
+    dropped, as the server does."""
     interval = s.heartbeat_s
     frame = s.codec.send(rs.Heartbeat())
     while True:
-        await trio.sleep(interval)
+        await trio.sleep(interval / 2)
         if time.monotonic() - s.last_received > 3 * interval:
             raise IdleTimeout(f"no frame from the client for {3 * interval} s")
         await s.conn.send(frame)

@@ -102,6 +102,8 @@ async def resolve(s: Session, target: Target, spec: rs.OffsetSpec) -> int:
     start = tr.start_at(spec)
     if start.spec is None:
         return start.offset
+    if start.last:
+        return await _last_chunk(s, target)
 
     async def listed(kind: OffsetSpec, timestamp_us: int = 0) -> int | None:
         found = await s.router.execute(
@@ -114,6 +116,22 @@ async def resolve(s: Session, target: Target, spec: rs.OffsetSpec) -> int:
     first = await listed(start.spec, start.timestamp_us)
     latest = (await listed(OffsetSpec.LATEST) or 0) if first is None else 0
     return start.resolve(first, latest=latest)
+
+
+async def _last_chunk(s: Session, target: Target) -> int:
+    """LAST: the first offset of the stored batch holding the last message (RabbitMQ delivers the
+    whole last chunk, §6); 0 on an empty stream (the first message to come)."""
+    end = await s.router.execute(
+        ListOffsets(topic=target.topic, partition=target.partition, spec=OffsetSpec.LATEST), s.ctx
+    )
+    if not end.offset:
+        return 0
+    last = await s.router.execute(
+        Read(topic=target.topic, partition=target.partition, offset=end.offset - 1, max_bytes=1,
+             whole_batches=True),
+        s.ctx,
+    )  # fmt: skip
+    return last.batches[0].base_offset if last.batches else end.offset - 1
 
 
 async def subscribe(s: Session, f: rs.Subscribe) -> None:
