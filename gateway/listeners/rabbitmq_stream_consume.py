@@ -237,7 +237,9 @@ async def deliver(sub: Subscription, offset: int) -> None:
             except NotFound:
                 from gateway.listeners.rabbitmq_stream_streams import gone
 
-                await gone(s, sub.target.name)
+                # Deleted (maybe through another protocol): ``gone`` ends this subscription,
+                # cancelling this scope, so it runs outside it to send the MetadataUpdate.
+                s.spawn(gone, s, sub.target.name)
                 return
             chunk = trm.chunk_for(result.batches, offset, lossy=count_lossy)
             if chunk is None:

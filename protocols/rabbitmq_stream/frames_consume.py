@@ -164,11 +164,30 @@ class ConsumerUpdate(Request):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConsumerUpdateResponse(CodeResponse):
-    """Sent by the CLIENT: where to start once active (type NONE: keep the Subscribe's)."""
+    """Sent by the CLIENT: where to start once active (type NONE: keep the Subscribe's).
+
+    rstream sends a uint64 after every type, also after NONE/FIRST/LAST/NEXT, which carry no
+    value; RabbitMQ ignores those 8 bytes, and so does this decoder: ``unused_value`` keeps
+    them, so the frame re-encodes as it came."""
 
     KEY: ClassVar[int] = Key.CONSUMER_UPDATE
     LAYOUT: ClassVar[tuple[Kind, ...]] = (*CodeResponse.LAYOUT, OFFSET_SPEC)
     offset: OffsetSpec
+    unused_value: int | None = None
+
+    def encode_body(self) -> bytes:
+        body = U32.encode(self.correlation_id) + CODE.encode(self.code)
+        body += OFFSET_SPEC.encode(self.offset)
+        return body if self.unused_value is None else body + U64.encode(self.unused_value)
+
+    @classmethod
+    def decode(cls, reader: Reader, version: int, **header: Any) -> Self:
+        correlation_id, code = U32.decode(reader), CODE.decode(reader)
+        offset = OFFSET_SPEC.decode(reader)
+        unused = None
+        if offset.value is None and reader.remaining == 8:
+            unused = U64.decode(reader)
+        return cls(correlation_id=correlation_id, code=code, offset=offset, unused_value=unused)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
