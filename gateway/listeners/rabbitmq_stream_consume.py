@@ -103,7 +103,7 @@ async def resolve(s: Session, target: Target, spec: rs.OffsetSpec) -> int:
     if start.spec is None:
         return start.offset
     if start.last:
-        return await _last_chunk(s, target)
+        return await last_chunk(s, target) or 0  # empty: the first message to come
 
     async def listed(kind: OffsetSpec, timestamp_us: int = 0) -> int | None:
         found = await s.router.execute(
@@ -118,14 +118,14 @@ async def resolve(s: Session, target: Target, spec: rs.OffsetSpec) -> int:
     return start.resolve(first, latest=latest)
 
 
-async def _last_chunk(s: Session, target: Target) -> int:
-    """LAST: the first offset of the stored batch holding the last message (RabbitMQ delivers the
-    whole last chunk, §6); 0 on an empty stream (the first message to come)."""
+async def last_chunk(s: Session, target: Target) -> int | None:
+    """The first offset of the stored batch holding the last message: RabbitMQ's last chunk
+    (LAST delivers all of it, §6); None on an empty stream."""
     end = await s.router.execute(
         ListOffsets(topic=target.topic, partition=target.partition, spec=OffsetSpec.LATEST), s.ctx
     )
     if not end.offset:
-        return 0
+        return None
     last = await s.router.execute(
         Read(topic=target.topic, partition=target.partition, offset=end.offset - 1, max_bytes=1,
              whole_batches=True),
@@ -328,4 +328,6 @@ FAILURES: dict[type, Callable[[Any, int], rs.Frame]] = {
     ),
 }
 
-__all__ = ["FAILURES", "HANDLERS", "Subscription", "deliver", "drop", "resolve"]
+__all__ = [
+    "FAILURES", "HANDLERS", "Subscription", "deliver", "drop", "last_chunk", "resolve",
+]  # fmt: skip

@@ -22,7 +22,6 @@ from gateway.model import (
     DeleteTopic,
     DescribeTopic,
     InvalidRequest,
-    Read,
     Topic,
     TopicConfig,
     TopicExists,
@@ -209,12 +208,8 @@ async def stream_stats(s: Session, f: rs.StreamStats) -> rs.Frame:
     first = last = -1
     if p.next_offset > p.log_start_offset:
         first = p.log_start_offset
-        read = await s.router.execute(
-            Read(topic=target.topic, partition=target.partition, offset=p.next_offset - 1,
-                 max_bytes=1, whole_batches=True),
-            s.ctx,
-        )  # fmt: skip
-        last = read.batches[0].base_offset if read.batches else p.next_offset - 1
+        found = await consume.last_chunk(s, target)
+        last = -1 if found is None else found
     return rs.StreamStatsResponse(
         correlation_id=f.correlation_id,
         code=ResponseCode.OK,
