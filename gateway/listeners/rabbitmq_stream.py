@@ -16,37 +16,32 @@ heartbeat task sends a Heartbeat each interval and drops a client silent for thr
 
 from __future__ import annotations
 
-import contextlib
-import enum
-import itertools
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import structlog
 import trio
 
 from gateway.coordination import UserStore
-from gateway.coordination.permissions import Action
-from gateway.coordination.user_records import User, allowed
 from gateway.listeners import (
     rabbitmq_stream_consume,
+    rabbitmq_stream_handshake,
     rabbitmq_stream_publish,
     rabbitmq_stream_streams,
 )
 from gateway.listeners.rabbitmq_stream_catalog import Catalog
 from gateway.listeners.rabbitmq_stream_sac import ActiveConsumers
-from gateway.listeners.session import Connection, Handler, IdleTimeout, advertised_address
+from gateway.listeners.rabbitmq_stream_session import (
+    CLOSE_GRACE_S,
+    Closed,
+    RabbitStreamSettings,
+    Session,
+    State,
+)
+from gateway.listeners.session import Connection, Handler, advertised_address
 from gateway.model import (
-    CreateStream,
-    Forbidden,
     GatewayError,
-    InvalidCredentials,
-    ListStreams,
-    StreamExists,
-    Unauthorized,
-    UnknownUser,
 )
 from gateway.router import RequestContext, Router
 from gateway.translate import rabbitmq_stream as tr
@@ -55,102 +50,9 @@ from protocols._wire import NEED_DATA, FrameTooLarge, RemoteProtocolError
 from protocols.rabbitmq_stream import Key, ResponseCode
 
 if TYPE_CHECKING:
-    from gateway.listeners.rabbitmq_stream_consume import Subscription
     from gateway.listeners.rabbitmq_stream_publish import Publisher
 
 log = structlog.get_logger("streamgate.rabbitmq_stream")
-
-MECHANISMS = ("PLAIN",)
-CLOSE_GRACE_S = 5.0  # how long a Close waits for the client's CloseResponse
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RabbitStreamSettings:
-    advertised_host: str = ""  # "" = the address the client connected to
-    advertised_port: int = 0
-    frame_max: int = 1_048_576  # proposed in Tune; the client may ask for less (0 = ours)
-    heartbeat_s: int = 60  # proposed in Tune; the client decides (0 = none)
-    max_frame_bytes: int = 64 << 20  # before Tune, and when the client asks for "unlimited"
-    default_user: str = "guest"  # created in the user store when missing ("" = none)
-    default_password: str = "guest"
-    default_user_loopback_only: bool = True  # RabbitMQ's loopback_users
-    cluster_name: str = "streamgate"
-    # What PeerProperties says: clients pick features by the server version (the Java client
-    # sends ExchangeCommandVersions from 3.11 on); this is the RabbitMQ level implemented.
-    server_version: str = "3.13.7"
-
-
-class State(enum.IntEnum):
-    CONNECTED = 0
-    AUTHENTICATED = 1  # Tune sent
-    TUNED = 2
-    OPEN = 3
-
-
-class Closed(Exception):
-    """The connection ends normally (Close exchanged, or the client asked)."""
-
-
-@dataclass(slots=True, eq=False)
-class Session:
-    """What one connection's handlers share."""
-
-    service: RabbitStreamService
-    conn: Connection
-    codec: rs.RabbitStreamServerCodec
-    nursery: trio.Nursery
-    host: str
-    port: int
-    state: State = State.CONNECTED
-    user: User | None = None
-    vhost: str = ""
-    stream: str = ""  # the canonical stream of the virtual host
-    stream_id: int | None = None
-    heartbeat_s: int = 0
-    deliver_v2: bool = False
-    closing: bool = False
-    last_received: float = field(default_factory=time.monotonic)
-    publishers: dict[int, Publisher] = field(default_factory=dict)
-    subscriptions: dict[int, Subscription] = field(default_factory=dict)
-    pending: dict[int, trio.MemorySendChannel[rs.ConsumerUpdateResponse]] = field(
-        default_factory=dict
-    )
-    ctx: RequestContext = field(default_factory=lambda: RequestContext(tr.PROTOCOL, ""))
-    _correlation: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-
-    @property
-    def router(self) -> Router:
-        return self.service.router
-
-    @property
-    def catalog(self) -> Catalog:
-        return self.service.catalog
-
-    def next_correlation(self) -> int:
-        return next(self._correlation) & 0xFFFFFFFF
-
-    async def send(self, frame: rs.Frame) -> None:
-        await self.conn.send(self.codec.send(frame))
-
-    def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
-        """Run ``fn`` in this connection's nursery (from any task, e.g. another connection's);
-        nothing happens once the connection is closing."""
-        if self.closing:
-            return
-        with contextlib.suppress(RuntimeError):  # the nursery is closed: the connection is gone
-            self.nursery.start_soon(fn, *args)
-
-    def require(self, action: Action, topic_id: int | None = None) -> None:
-        """Checked against the user as it is now (permission changes apply to open sessions)."""
-        if self.user is None:
-            raise Unauthorized("not authenticated")
-        try:
-            self.user = self.service.users.get_user(self.user.id)
-        except UnknownUser:
-            raise Forbidden("the user was deleted") from None
-        if not allowed(self.user, action, self.stream_id, topic_id):
-            raise Forbidden(f"user {self.user.username!r} may not {action.replace('_', ' ')}")
-
 
 FrameHandler = Callable[[Session, Any], Awaitable[rs.Frame | None]]
 
@@ -175,15 +77,7 @@ class RabbitStreamService:
         # (canonical stream, rabbit stream, reference) -> the live publisher with that reference
         self.references: dict[tuple[str, str, str], Publisher] = {}
         self.handlers: dict[type, FrameHandler] = {
-            rs.PeerProperties: _peer_properties,
-            rs.SaslHandshake: _sasl_handshake,
-            rs.SaslAuthenticate: _sasl_authenticate,
-            rs.Tune: _tune,
-            rs.Open: _open,
-            rs.Heartbeat: _heartbeat,
-            rs.Close: _close,
-            rs.CloseResponse: _close_response,
-            rs.ExchangeCommandVersions: _exchange_command_versions,
+            **rabbitmq_stream_handshake.HANDLERS,
             **rabbitmq_stream_streams.HANDLERS,
             **rabbitmq_stream_publish.HANDLERS,
             **rabbitmq_stream_consume.HANDLERS,
@@ -325,184 +219,6 @@ def _code_response(frame: rs.Frame, code: int) -> rs.Frame:
     }
     cls = responses[type(frame)]
     return cls(correlation_id=frame.correlation_id, code=code)  # type: ignore[attr-defined]
-
-
-# --- connection handshake (§5 Connection, §7) ---------------------------------------------------
-
-
-async def _peer_properties(s: Session, f: rs.PeerProperties) -> rs.Frame:
-    props = dict(f.properties)
-    s.conn.bind(client=props.get("connection_name") or props.get("product", ""))
-    settings = s.service.settings
-    from gateway import __version__
-
-    return rs.PeerPropertiesResponse(
-        correlation_id=f.correlation_id,
-        code=ResponseCode.OK,
-        properties=(
-            ("cluster_name", settings.cluster_name),
-            ("product", "RabbitMQ"),
-            ("version", settings.server_version),
-            ("platform", "streamgate"),
-            ("information", f"streamgate {__version__}, a multi-protocol streaming gateway"),
-            ("streamgate_version", __version__),
-        ),
-    )
-
-
-async def _sasl_handshake(s: Session, f: rs.SaslHandshake) -> rs.Frame:
-    return rs.SaslHandshakeResponse(
-        correlation_id=f.correlation_id, code=ResponseCode.OK, mechanisms=MECHANISMS
-    )
-
-
-async def _sasl_authenticate(s: Session, f: rs.SaslAuthenticate) -> rs.Frame:
-    settings = s.service.settings
-    if s.state is not State.CONNECTED:
-        return rs.SaslAuthenticateResponse(
-            correlation_id=f.correlation_id, code=ResponseCode.SASL_CANNOT_CHANGE_USERNAME
-        )  # re-authentication is not supported
-    code = ResponseCode.OK
-    if f.mechanism not in MECHANISMS:
-        code = ResponseCode.SASL_MECHANISM_NOT_SUPPORTED
-    else:
-        parts = (f.data or b"").split(b"\0")
-        if len(parts) != 3:
-            code = ResponseCode.SASL_ERROR
-        else:
-            username = parts[1].decode("utf-8", "replace")
-            password = parts[2].decode("utf-8", "replace")
-            try:
-                user = await s.service.users.login(username, password)
-            except (InvalidCredentials, GatewayError):
-                code = ResponseCode.AUTHENTICATION_FAILURE
-            else:
-                if (
-                    settings.default_user_loopback_only
-                    and username == settings.default_user
-                    and not _loopback(s.conn.peer)
-                ):
-                    code = ResponseCode.SASL_AUTHENTICATION_FAILURE_LOOPBACK
-                else:
-                    s.user = user
-                    s.conn.bind(user=username)
-    reply = rs.SaslAuthenticateResponse(correlation_id=f.correlation_id, code=code)
-    if code != ResponseCode.OK:
-        await s.send(reply)
-        s.conn.log.info("authentication failed", code=code)
-        raise Closed  # the server closes right after a failed authentication (§5)
-    await s.send(reply)
-    s.state = State.AUTHENTICATED
-    return rs.Tune(frame_max=settings.frame_max, heartbeat=settings.heartbeat_s)
-
-
-def _loopback(peer: str) -> bool:
-    host = peer.rpartition(":")[0].strip("[]")
-    return host.startswith("127.") or host in ("::1", "localhost") or host.startswith("::ffff:127.")
-
-
-async def _tune(s: Session, f: rs.Tune) -> None:
-    if s.state is State.CONNECTED:
-        raise Closed  # Tune before authentication
-    settings = s.service.settings
-    ours = min(settings.frame_max, settings.max_frame_bytes)
-    frame_max = min(f.frame_max, ours) if f.frame_max else ours
-    if frame_max < 64:
-        raise Closed
-    s.codec.max_frame_size = frame_max
-    if s.state is State.AUTHENTICATED:
-        s.state = State.TUNED
-        s.heartbeat_s = f.heartbeat
-        if f.heartbeat > 0:
-            s.nursery.start_soon(_heartbeats, s)
-
-
-async def _heartbeats(s: Session) -> None:
-    """A Heartbeat every half interval (rbfly aborts when an interval passes without a frame,
-    §7; half leaves room for both clocks' jitter); a client silent for three intervals is
-    dropped, as the server does."""
-    interval = s.heartbeat_s
-    frame = s.codec.send(rs.Heartbeat())
-    while True:
-        await trio.sleep(interval / 2)
-        if time.monotonic() - s.last_received > 3 * interval:
-            raise IdleTimeout(f"no frame from the client for {3 * interval} s")
-        await s.conn.send(frame)
-
-
-async def _open(s: Session, f: rs.Open) -> rs.Frame:
-    if s.state is State.CONNECTED:
-        raise Closed
-    if s.state is State.OPEN:
-        raise Closed  # a second Open
-    stream = tr.stream_of_vhost(f.virtual_host)
-    stream_id = await _vhost_stream(s, stream)
-    if stream_id is None:
-        await s.send(rs.OpenResponse(correlation_id=f.correlation_id,
-                                     code=ResponseCode.VIRTUAL_HOST_ACCESS_FAILURE))  # fmt: skip
-        raise Closed  # as the server: the socket is closed after a refused Open (§4)
-    s.state, s.vhost, s.stream, s.stream_id = State.OPEN, f.virtual_host, stream, stream_id
-    s.conn.bind(vhost=f.virtual_host)
-    return rs.OpenResponse(
-        correlation_id=f.correlation_id,
-        code=ResponseCode.OK,
-        properties=(("advertised_host", s.host), ("advertised_port", str(s.port))),
-    )
-
-
-async def _vhost_stream(s: Session, stream: str) -> int | None:
-    """The canonical stream's id; the default one is created on first use (``/`` always exists
-    on a RabbitMQ server), any other must exist."""
-    for attempt in range(2):
-        streams = (await s.router.execute(ListStreams(), s.ctx)).streams
-        for info in streams:
-            if info.name == stream:
-                return info.id
-        if stream != tr.stream_of_vhost(tr.ROOT_VHOST) or attempt:
-            return None
-        with contextlib.suppress(StreamExists):
-            await s.router.execute(CreateStream(stream=stream), s.ctx)
-    return None
-
-
-async def _heartbeat(s: Session, f: rs.Heartbeat) -> None:
-    return None  # any frame is traffic (last_received); heartbeats are not answered
-
-
-async def _close(s: Session, f: rs.Close) -> None:
-    s.conn.log.debug("client closed", code=f.code, reason=f.reason)
-    await s.send(rs.CloseResponse(correlation_id=f.correlation_id, code=ResponseCode.OK))
-    raise Closed
-
-
-async def _close_response(s: Session, f: rs.CloseResponse) -> None:
-    raise Closed
-
-
-# Ordered from DeclarePublisher on: rstream reads the answer by position (§5).
-COMMAND_VERSIONS = (
-    (Key.DECLARE_PUBLISHER, 1, 1), (Key.PUBLISH, 1, 2), (Key.QUERY_PUBLISHER_SEQUENCE, 1, 1),
-    (Key.DELETE_PUBLISHER, 1, 1), (Key.SUBSCRIBE, 1, 1), (Key.DELIVER, 1, 2), (Key.CREDIT, 1, 1),
-    (Key.STORE_OFFSET, 1, 1), (Key.QUERY_OFFSET, 1, 1), (Key.UNSUBSCRIBE, 1, 1),
-    (Key.CREATE, 1, 1), (Key.DELETE, 1, 1), (Key.METADATA, 1, 1), (Key.HEARTBEAT, 1, 1),
-    (Key.ROUTE, 1, 1), (Key.PARTITIONS, 1, 1), (Key.CONSUMER_UPDATE, 1, 1),
-    (Key.EXCHANGE_COMMAND_VERSIONS, 1, 1), (Key.STREAM_STATS, 1, 1),
-    (Key.CREATE_SUPER_STREAM, 1, 1), (Key.DELETE_SUPER_STREAM, 1, 1),
-)  # fmt: skip
-
-
-async def _exchange_command_versions(s: Session, f: rs.ExchangeCommandVersions) -> rs.Frame:
-    for v in f.versions:
-        if v.key == Key.DELIVER and v.max_version >= 2:
-            s.deliver_v2 = True
-    return rs.ExchangeCommandVersionsResponse(
-        correlation_id=f.correlation_id,
-        code=ResponseCode.OK,
-        versions=tuple(
-            rs.CommandVersion(key=k, min_version=lo, max_version=hi)
-            for k, lo, hi in COMMAND_VERSIONS
-        ),
-    )
 
 
 __all__ = ["RabbitStreamService", "RabbitStreamSettings", "Session", "State"]

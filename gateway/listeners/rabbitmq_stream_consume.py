@@ -40,8 +40,8 @@ from protocols import rabbitmq_stream as rs
 from protocols.rabbitmq_stream import OffsetType, ResponseCode
 
 if TYPE_CHECKING:
-    from gateway.listeners.rabbitmq_stream import Session
     from gateway.listeners.rabbitmq_stream_catalog import Target
+    from gateway.listeners.rabbitmq_stream_session import Session
 
 READ_WAIT_MS = 5_000  # one long poll; the task polls again until unsubscribed
 MAX_CHUNK_BYTES = 1 << 20

@@ -29,8 +29,8 @@ from protocols.rabbitmq_stream import ResponseCode
 from protocols.rabbitmq_stream.chunk import Entry, SimpleEntry, SubEntryBatch
 
 if TYPE_CHECKING:
-    from gateway.listeners.rabbitmq_stream import Session
     from gateway.listeners.rabbitmq_stream_catalog import Target
+    from gateway.listeners.rabbitmq_stream_session import Session
 
 PUBLISHER_GROUP = "__rabbitmq_publisher."
 

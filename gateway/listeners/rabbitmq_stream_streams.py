@@ -30,7 +30,7 @@ from protocols import rabbitmq_stream as rs
 from protocols.rabbitmq_stream import ResponseCode
 
 if TYPE_CHECKING:
-    from gateway.listeners.rabbitmq_stream import Session
+    from gateway.listeners.rabbitmq_stream_session import Session
 
 NO_LEADER = 0xFFFF
 _AGE = re.compile(r"^(\d+)([YMDhms])$")
