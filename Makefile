@@ -14,7 +14,10 @@ IGGYPY04_VENV := .venv-iggypy04
 IGGYPY04_STAMP := $(IGGYPY04_VENV)/.installed-stamp
 # Debian packages the test suite needs (the real servers and clients of later protocols join
 # this list as their listeners arrive). Installed with apt-get only when missing.
-APT_TEST_PACKAGES := kcat
+# rabbitmq-server: the real RabbitMQ (3.10.8 on bookworm, stream plugin included) that
+# tests/helpers/rabbitmq_server.py runs on loopback for the backend tests, with epmd (from
+# erlang-base). The tests never use its service: each runs a private node on free ports.
+APT_TEST_PACKAGES := kcat rabbitmq-server
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: help setup run test lint check-tests bench bench-kafka bench-iggy bench-rabbitmq-stream \
