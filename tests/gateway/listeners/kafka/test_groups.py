@@ -358,7 +358,7 @@ async def test_leave_and_crash_lose_no_message(gateway: Running) -> None:
         missing = sorted(produced.keys() - consumed().keys())
         return {"members": [*threads, crashing], "missing": (len(missing), missing[:10])}
 
-    with trio.fail_after(75):
+    with trio.fail_after(120):
         async with trio.open_nursery() as nursery:
             try:
                 for m in threads:
@@ -376,7 +376,7 @@ async def test_leave_and_crash_lose_no_message(gateway: Running) -> None:
                     "all four consuming",
                     lambda: all(m.seen for m in threads) and bool(crashing.seen),
                     progress,
-                    timeout_s=15,
+                    timeout_s=40,  # the subprocess member starts slowly on a loaded machine
                 )
                 produced |= await in_thread(lambda: _produce(servers, topic, range(200, 400)))
 
