@@ -46,6 +46,28 @@ def create_backend(
             retention_bytes=retention_bytes,
             max_message_bytes=max_message_bytes,
         )
+    if scheme == "iggy":
+        from gateway.backends.iggy import IggyBackend, IggyUrlError
+
+        try:
+            return IggyBackend.from_url(url, max_message_bytes=max_message_bytes)
+        except IggyUrlError as exc:
+            raise BackendUrlError(str(exc)) from None
+    if scheme == "kafka":
+        from gateway.backends.kafka import KafkaBackend
+
+        return KafkaBackend(url, max_message_bytes=max_message_bytes)
+    if scheme == "rabbitmq-stream":
+        from gateway.backends.rabbitmq_stream import RabbitStreamBackend, RabbitUrlError
+        from gateway.model import TopicConfig
+
+        defaults = TopicConfig(retention_ms=retention_ms, retention_bytes=retention_bytes)
+        try:
+            return RabbitStreamBackend.from_url(
+                url, defaults=defaults, max_message_bytes=max_message_bytes
+            )
+        except RabbitUrlError as exc:
+            raise BackendUrlError(str(exc)) from None
     if scheme in SCHEMES:
         raise BackendUrlError(f"the {scheme} backend is not available in this version yet")
     raise BackendUrlError(f"unknown backend URL scheme {scheme!r}; expected one of {SCHEMES}")

@@ -6,7 +6,8 @@ partition 0 of a topic of the same name, and the partition streams ``<name>-<i>`
 stream are partition i of topic ``<name>``.
 
 Consumer offsets: StoreOffset names the LAST processed offset; the canonical store keeps the NEXT
-one to read: ``next = stored + 1``.
+one to read: ``next = stored + 1`` (``committed_of_stored``, ``stored_of_committed``, shared with
+the RabbitMQ backend in ``gateway.mapping.rabbitmq_stream`` and re-exported here).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import dataclasses
 from collections.abc import Container
 from typing import Final
 
+from gateway.mapping.rabbitmq_stream import committed_of_stored, stored_of_committed
 from gateway.model import (
     DEFAULT_STREAM,
     AlreadyExists,
@@ -159,11 +161,18 @@ def start_at(spec: WireOffsetSpec) -> StartAt:
     raise InvalidRequest(f"offset specification type {kind}")
 
 
-def committed_of_stored(stored: int) -> int:
-    """StoreOffset's LAST processed offset -> the canonical NEXT offset to read."""
-    return stored + 1
-
-
-def stored_of_committed(committed: int | None) -> int | None:
-    """The QueryOffset answer for a canonical NEXT offset; None: answer "no offset" (0x13)."""
-    return None if committed is None or committed <= 0 else committed - 1
+__all__ = [
+    "PROTOCOL",
+    "ROOT_VHOST",
+    "RabbitCode",
+    "StartAt",
+    "committed_of_stored",
+    "partition_stream",
+    "response_code",
+    "split_partition_stream",
+    "start_at",
+    "stored_of_committed",
+    "stream_of_vhost",
+    "topic_of_stream",
+    "vhost_of_stream",
+]

@@ -67,6 +67,13 @@ class _SendMessagesKind:
         ids += encode_partitioning(value.partitioning)
         if era is Era.A:
             return ids + b"".join(encode_era_a_sent(m) for m in value.messages)
+        if era is Era.C and value.batch:
+            # A producer's batch forwarded as it came (a client relaying it, the gateway's fast
+            # path): its own count, nothing re-encoded.
+            if len(value.batch) < BATCH_HEADER_SIZE:
+                raise LocalProtocolError("a forwarded batch is shorter than its 256-byte header")
+            count = value.batch[48:52]
+            return pack_u32(len(ids) + 4) + ids + count + value.batch
         count = pack_u32(len(value.messages), "messages count")
         prefix = pack_u32(len(ids) + 4) + ids + count  # metadata_length counts the count too
         if era is Era.C:

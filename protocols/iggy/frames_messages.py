@@ -47,7 +47,8 @@ class SendMessages:
     messages: tuple[Message, ...]
     # Era C, as decoded: the batch exactly as the producer sent it (256-byte header + frames,
     # checksums verified) when its offset deltas are 0, 1, 2, ... (what every SDK sends), so a
-    # server can store it as is; b"" otherwise. Encoding ignores it.
+    # server can store it as is; b"" otherwise. Encoding sends it as is when set (a client
+    # forwarding a producer's batch), instead of encoding ``messages``.
     batch: bytes = field(default=b"", compare=False, repr=False)
 
 

@@ -11,6 +11,7 @@ from .batch import (
     parse_header,
     set_base_offset,
     set_log_append_time,
+    set_producer,
     split_batches,
     verify_crc,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "parse_header",
     "set_base_offset",
     "set_log_append_time",
+    "set_producer",
     "split_batches",
     "verify_crc",
 ]

@@ -38,6 +38,7 @@ __all__ = [
     "parse_header",
     "set_base_offset",
     "set_log_append_time",
+    "set_producer",
     "split_batches",
     "verify_crc",
 ]
@@ -287,4 +288,27 @@ def set_log_append_time(batch: bytes | bytearray | memoryview, timestamp_ms: int
         I64_BE.pack_into(region, _MAX_TIMESTAMP_AT - _ATTRIBUTES_AT, timestamp_ms)
     except struct.error as exc:
         raise LocalProtocolError(f"timestamp out of range: {exc}") from None
+    return b"".join((view[:_CRC_AT], U32_BE.pack(crc32c(region)), region))
+
+
+_PRODUCER_AT = 43  # producerId(8), producerEpoch(2), baseSequence(4): inside the CRC'd region
+_PRODUCER = struct.Struct(">qhi")
+
+
+def set_producer(
+    batch: bytes | bytearray | memoryview,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+) -> bytes:
+    """Rewrite a batch's idempotent-producer fields (the defaults clear them), records untouched;
+    they sit in the CRC'd region, so the CRC is recomputed (kafka.md §3.1)."""
+    view = _check_stampable(batch)
+    region = bytearray(view[_ATTRIBUTES_AT:])
+    try:
+        _PRODUCER.pack_into(
+            region, _PRODUCER_AT - _ATTRIBUTES_AT, producer_id, producer_epoch, base_sequence
+        )
+    except struct.error as exc:
+        raise LocalProtocolError(f"producer field out of range: {exc}") from None
     return b"".join((view[:_CRC_AT], U32_BE.pack(crc32c(region)), region))

@@ -68,6 +68,7 @@ from .frames_publish import (
     QueryPublisherSequence,
     QueryPublisherSequenceResponse,
     SimpleEntries,
+    publish_frames,
 )
 from .frames_streams import (
     Broker,
@@ -174,4 +175,5 @@ __all__ = [
     "Tune",
     "Unsubscribe",
     "UnsubscribeResponse",
+    "publish_frames",
 ]

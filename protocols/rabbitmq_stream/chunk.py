@@ -18,13 +18,16 @@ from dataclasses import dataclass
 
 import cramjam
 
-from protocols._wire import U8, U32_BE, U64_BE, LocalProtocolError, RemoteProtocolError
+from protocols._wire import U32_BE, LocalProtocolError, RemoteProtocolError
+
+from .tracking import TrackingRecord, TrackingType, decode_tracking, encode_tracking
 
 __all__ = [
     "DEFAULT_MAX_DECOMPRESSED_SIZE",
     "HEADER_SIZE",
     "MAGIC_VERSION",
     "Chunk",
+    "ChunkHeader",
     "ChunkType",
     "Compression",
     "Entry",
@@ -42,6 +45,7 @@ __all__ = [
     "encode_entry",
     "encode_tracking",
     "iter_records",
+    "read_chunk",
     "reencode_chunk",
 ]
 
@@ -277,22 +281,41 @@ class Chunk:
     trailer: bytes | None = None
 
 
-def _parse(data: bytes | memoryview) -> tuple[tuple[int, ...], bytes]:
-    if len(data) < HEADER_SIZE:
-        raise RemoteProtocolError(f"chunk of {len(data)} bytes, header is {HEADER_SIZE}")
-    fields = _HEADER.unpack_from(data, 0)
-    if fields[0] != MAGIC_VERSION:
-        raise RemoteProtocolError(f"chunk magic/version byte 0x{fields[0]:02x}, expected 0x50")
-    return fields[:-1], fields[-1]
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChunkHeader:
+    """The §6 header fields of a chunk, for readers that do not decode its entries."""
+
+    chunk_type: int
+    entries: int
+    records: int
+    timestamp_ms: int
+    epoch: int
+    chunk_id: int
+    crc: int
+    data_length: int
+    trailer_length: int
+    bloom_size: int
+    reserved: bytes = b"\0\0\0"
+
+    @property
+    def next_offset(self) -> int:
+        return self.chunk_id + self.records
 
 
-def decode_chunk(data: bytes | bytearray | memoryview, *, verify_crc: bool = True) -> Chunk:
-    """A whole chunk: header, ``data_length`` bytes of entries, and either nothing more (what
-    3.10-4.x send to a default subscriber) or exactly the trailer."""
+def read_chunk(
+    data: bytes | bytearray | memoryview, *, verify_crc: bool = True
+) -> tuple[ChunkHeader, memoryview]:
+    """A chunk's header and its data section (the entries' bytes), nothing decoded: what a
+    client that hands entries on as they are reads. A trailer, when the sender included one
+    (``chunk_selector=all``), is checked for length and left out (``decode_chunk`` keeps it)."""
     view = memoryview(data)
-    (_, kind, n_entries, n_records, ts, epoch, chunk_id, crc, size, trailer, bloom), rsv = _parse(
-        view
+    if len(view) < HEADER_SIZE:
+        raise RemoteProtocolError(f"chunk of {len(view)} bytes, header is {HEADER_SIZE}")
+    magic, kind, n_entries, n_records, ts, epoch, chunk_id, crc, size, trailer, bloom, rsv = (
+        _HEADER.unpack_from(view, 0)
     )
+    if magic != MAGIC_VERSION:
+        raise RemoteProtocolError(f"chunk magic/version byte 0x{magic:02x}, expected 0x50")
     body_end = HEADER_SIZE + size
     if size > len(view) - HEADER_SIZE:
         raise RemoteProtocolError(f"chunk data of {size} bytes, {len(view) - HEADER_SIZE} left")
@@ -302,24 +325,39 @@ def decode_chunk(data: bytes | bytearray | memoryview, *, verify_crc: bool = Tru
     body = view[HEADER_SIZE:body_end]
     if verify_crc and zlib.crc32(body) != crc:
         raise RemoteProtocolError(f"chunk {chunk_id}: CRC 0x{zlib.crc32(body):08x} != 0x{crc:08x}")
-    entries = decode_entries(body, n_entries)
-    if _record_count(entries) != n_records:
+    header = ChunkHeader(
+        chunk_type=kind, entries=n_entries, records=n_records, timestamp_ms=ts, epoch=epoch,
+        chunk_id=chunk_id, crc=crc, data_length=size, trailer_length=trailer, bloom_size=bloom,
+        reserved=rsv,
+    )  # fmt: skip
+    return header, body
+
+
+def decode_chunk(data: bytes | bytearray | memoryview, *, verify_crc: bool = True) -> Chunk:
+    """A whole chunk: header, ``data_length`` bytes of entries, and either nothing more (what
+    3.10-4.x send to a default subscriber) or exactly the trailer."""
+    h, body = read_chunk(data, verify_crc=verify_crc)
+    entries = decode_entries(body, h.entries)
+    if _record_count(entries) != h.records:
         raise RemoteProtocolError(
-            f"chunk {chunk_id} header says {n_records} records, entries hold "
+            f"chunk {h.chunk_id} header says {h.records} records, entries hold "
             f"{_record_count(entries)}"
         )
+    trailer = bytes(memoryview(data)[HEADER_SIZE + h.data_length :])
     return Chunk(
-        chunk_type=ChunkType(kind) if kind in ChunkType._value2member_map_ else kind,
-        chunk_id=chunk_id,
-        timestamp_ms=ts,
-        epoch=epoch,
+        chunk_type=ChunkType(h.chunk_type)
+        if h.chunk_type in ChunkType._value2member_map_
+        else h.chunk_type,
+        chunk_id=h.chunk_id,
+        timestamp_ms=h.timestamp_ms,
+        epoch=h.epoch,
         entries=entries,
-        num_records=n_records,
-        crc=crc,
-        trailer_length=trailer,
-        bloom_size=bloom,
-        reserved=rsv,
-        trailer=bytes(view[body_end:]) if rest else None,
+        num_records=h.records,
+        crc=h.crc,
+        trailer_length=h.trailer_length,
+        bloom_size=h.bloom_size,
+        reserved=h.reserved,
+        trailer=trailer or None,
     )
 
 
@@ -436,45 +474,3 @@ def iter_records(
         for record in records:
             yield offset, record
             offset += 1
-
-
-# --- tracking records (trailer, tracking-delta chunks) ----------------------------------------
-
-
-class TrackingType(enum.IntEnum):
-    SEQUENCE = 0  # publisher sequence (deduplication)
-    OFFSET = 1  # consumer offset (StoreOffset)
-    TIMESTAMP = 2
-
-
-@dataclass(frozen=True, slots=True)
-class TrackingRecord:
-    type: int  # a TrackingType value
-    id: bytes  # the publisher / consumer reference
-    value: int
-
-
-def decode_tracking(data: bytes | memoryview) -> tuple[TrackingRecord, ...]:
-    """``uint8 type, uint8 id_len, id, uint64 value`` repeated (a trailer or a delta body)."""
-    out: list[TrackingRecord] = []
-    pos = 0
-    while pos < len(data):
-        if len(data) - pos < 2:
-            raise RemoteProtocolError("truncated tracking record")
-        kind, id_len = data[pos], data[pos + 1]
-        end = pos + 2 + id_len + 8
-        if end > len(data):
-            raise RemoteProtocolError("tracking record past the end")
-        ref = bytes(data[pos + 2 : pos + 2 + id_len])
-        out.append(TrackingRecord(kind, ref, U64_BE.unpack_from(data, end - 8)[0]))
-        pos = end
-    return tuple(out)
-
-
-def encode_tracking(records: Sequence[TrackingRecord]) -> bytes:
-    try:
-        return b"".join(
-            U8.pack(r.type) + U8.pack(len(r.id)) + r.id + U64_BE.pack(r.value) for r in records
-        )
-    except struct.error as exc:
-        raise LocalProtocolError(f"tracking record: {exc}") from None

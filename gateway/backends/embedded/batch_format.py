@@ -45,9 +45,9 @@ MAX_BATCH_BYTES: Final = (1 << 31) - 1  # keeps positions within the u32 of the 
 # "kafka": one Kafka RecordBatch v2 exactly as the producer sent it (its base offset field is
 # the producer's; readers stamp the stored offset); the decoder is gateway.translate.kafka's.
 # "iggy": one Iggy era C batch as the producer sent it (256-byte header + frames, offset deltas
-# 0..n-1); readers stamp the header; the decoder is gateway.translate.iggy's.
+# 0..n-1); readers stamp the header; the decoder is gateway.mapping.iggy's.
 # "rabbitmq_stream": the entries of one RabbitMQ Stream Publish as sent (simple entries and
-# sub-entry batches, still compressed); the decoder is gateway.translate.rabbitmq_stream_messages'.
+# sub-entry batches, still compressed); the decoder is gateway.mapping.rabbitmq_stream'.
 FORMAT_IDS: Final[dict[str, int]] = {
     batch_codec.FORMAT: 0, "kafka": 1, "iggy": 2, "rabbitmq_stream": 3,
 }  # fmt: skip

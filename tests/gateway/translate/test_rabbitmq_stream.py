@@ -43,7 +43,13 @@ from protocols.rabbitmq_stream import (
     ResponseCode,
     SimpleEntries,
 )
-from protocols.rabbitmq_stream.amqp import AmqpType, Value, build_message, encode_message
+from protocols.rabbitmq_stream.amqp import (
+    AmqpType,
+    Value,
+    build_message,
+    decode_message,
+    encode_message,
+)
 from protocols.rabbitmq_stream.chunk import (
     Compression,
     SimpleEntry,
@@ -181,8 +187,15 @@ def test_ids_keys_and_timestamps() -> None:
         Message(b"x", b"\xff\x00", (), 0, -1, 0),  # a non-UTF-8 key: a binary annotation
     ):
         assert trm.to_canonical(trm.to_amqp(m)) == m
-    # Sub-millisecond precision is not carried (creation-time is in ms).
-    assert trm.to_canonical(trm.to_amqp(Message(b"x", timestamp_us=1_999))).timestamp_us == 1_000
+    # creation-time holds milliseconds; the rest travels in an annotation of the gateway's own.
+    precise = trm.to_amqp(Message(b"x", timestamp_us=1_999))
+    assert trm.to_canonical(precise).timestamp_us == 1_999
+    decoded = decode_message(precise)
+    assert decoded.properties is not None and decoded.properties.creation_time == 1
+    assert [(k.value, v.value) for k, v in decoded.message_annotations or ()] == [
+        (trm.TIMESTAMP_US, 1_999)
+    ]
+    assert b"x-opt-streamgate" not in trm.to_amqp(Message(b"x", timestamp_us=2_000))
 
 
 def test_properties_travel_as_headers() -> None:

@@ -20,6 +20,7 @@ from protocols.kafka import (
     parse_header,
     set_base_offset,
     set_log_append_time,
+    set_producer,
     split_batches,
     verify_crc,
 )
@@ -177,6 +178,24 @@ def test_set_log_append_time_rewrites_timestamps_and_crc() -> None:
     assert header.timestamp_type is TimestampType.LOG_APPEND_TIME
     assert [header.timestamp_of(r) for r in records] == [BASE_TS + 999] * 5
     assert decode_batch(batch)[1] == records
+
+
+def test_set_producer_rewrites_the_producer_fields_and_crc_only() -> None:
+    batch = encode_batch(
+        [Record(offset_delta=0, timestamp_delta=0, key=b"k", value=b"v")],
+        base_timestamp_ms=BASE_TS,
+        producer_id=77,
+        producer_epoch=3,
+        base_sequence=12,
+    )
+    cleared = set_producer(batch)
+    assert verify_crc(cleared) and len(cleared) == len(batch)
+    header = parse_header(cleared)
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (-1, -1, -1)
+    assert cleared[HEADER_SIZE:] == batch[HEADER_SIZE:] and cleared[:17] == batch[:17]
+    assert set_producer(cleared, 77, 3, 12) == batch
+    with pytest.raises(LocalProtocolError):
+        set_producer(batch, 1 << 63)
 
 
 def test_stamping_refuses_non_batches_and_out_of_range_values() -> None:

@@ -36,6 +36,7 @@ from protocols.rabbitmq_stream.chunk import (
     encode_entry,
     encode_tracking,
     iter_records,
+    read_chunk,
     reencode_chunk,
 )
 
@@ -275,6 +276,25 @@ def test_tracking_delta_chunk_type_is_kept() -> None:
     assert chunk.chunk_type is ChunkType.TRACKING_DELTA
     odd = decode_chunk(raw[:1] + b"\x07" + raw[2:])
     assert odd.chunk_type == 7 and reencode_chunk(odd) == raw[:1] + b"\x07" + raw[2:]
+
+
+def test_read_chunk_gives_the_header_and_the_entries_bytes() -> None:
+    # What a client that passes entries on reads: nothing decoded, the trailer left out.
+    trailer = encode_tracking([TrackingRecord(TrackingType.SEQUENCE, b"ref", 3)])
+    entries: list[Entry] = [SimpleEntry(b"a"), SubEntryBatch.build([b"b", b"c"], Compression.GZIP)]
+    raw = encode_chunk(entries, chunk_id=9, timestamp_ms=1234, trailer=trailer)
+    header, body = read_chunk(raw)
+    assert (header.chunk_id, header.entries, header.records, header.next_offset) == (9, 2, 3, 12)
+    assert (header.timestamp_ms, header.trailer_length, header.chunk_type) == (1234, 13, 0)
+    assert bytes(body) == b"".join(encode_entry(e) for e in entries)
+    assert read_chunk(raw[: -len(trailer)])[1] == body  # as a default subscriber gets it
+    for n in range(HEADER_SIZE + len(body)):
+        with pytest.raises(RemoteProtocolError):
+            read_chunk(raw[:n])
+    flipped = bytearray(raw)
+    flipped[HEADER_SIZE] ^= 1
+    with pytest.raises(RemoteProtocolError, match="CRC"):
+        read_chunk(bytes(flipped))
 
 
 def test_encode_refuses_what_does_not_fit() -> None:

@@ -8,13 +8,14 @@ import struct
 
 import pytest
 
-from protocols._wire import RemoteProtocolError
+from protocols._wire import LocalProtocolError, RemoteProtocolError
 from protocols.rabbitmq_stream import (
     Publish,
     PublishedMessage,
     PublishedSubBatch,
     ResponseCode,
     SimpleEntries,
+    publish_frames,
 )
 from protocols.rabbitmq_stream.chunk import (
     Compression,
@@ -92,3 +93,35 @@ def test_a_chunk_of_encoded_entries_is_the_chunk_of_the_entries() -> None:
     assert built == encode_chunk(entries, chunk_id=40, timestamp_ms=123)
     chunk = decode_chunk(built)
     assert (chunk.chunk_id, chunk.num_records, chunk.entries) == (40, 3, tuple(entries))
+
+
+def test_publish_frames_of_stored_entries_are_the_codecs_frames() -> None:
+    """The client's hot path: entries as stored, ids from ``first_id``, cut at the frame max."""
+    sub = SubEntryBatch.build([b"a", b"b"], Compression.GZIP)
+    entries: list[Entry] = [SimpleEntry(b"x" * 10), sub, SimpleEntry(b""), SimpleEntry(b"y")]
+    stored = b"".join(encode_entry(e) for e in entries)
+    items = [publish_item(100 + i, e) for i, e in enumerate(entries)]
+    frames, count, largest = publish_frames(5, 100, stored, 1 << 20)
+    assert frames == [client().send(Publish(publisher_id=5, messages=tuple(items)))]
+    assert (count, largest) == (4, len(encode_entry(sub)))
+    # A frame max that holds two items at most (the first and the sub-batch are 22 and 44+).
+    small, _, _ = publish_frames(5, 100, stored, 13 + 8 + len(encode_entry(sub)) + 8 + 4)
+    decoded = [decode_one(frame) for frame in small]
+    assert all(isinstance(f, Publish) and f.publisher_id == 5 for f in decoded)
+    assert [m for f in decoded if isinstance(f, Publish) for m in f.messages] == items
+    assert all(len(frame) - 4 <= 13 + 8 + len(encode_entry(sub)) + 12 for frame in small)
+    assert publish_frames(5, 1, b"", 1 << 20) == ([], 0, 0)
+    alone, _, _ = publish_frames(5, 1, stored, 16)  # nothing fits: one entry per frame
+    assert len(alone) == 4
+    for bad in (stored[:-1], b"\x80\0", b"\0\0"):
+        with pytest.raises(LocalProtocolError):
+            publish_frames(5, 1, bad, 1 << 20)
+
+
+def publish_item(publishing_id: int, entry: Entry) -> PublishedMessage | PublishedSubBatch:
+    if isinstance(entry, SimpleEntry):
+        return PublishedMessage(publishing_id=publishing_id, data=entry.data)
+    return PublishedSubBatch(publishing_id=publishing_id, compression=entry.compression,
+                             record_count=entry.record_count,
+                             uncompressed_length=entry.uncompressed_length,
+                             data=entry.data)  # fmt: skip

@@ -1,0 +1,66 @@
+"""The Kafka backend against a real broker: Tansu (kafka.md §5) started per test, and a raw
+Kafka connection to it, to see what the broker itself stores."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from kio.index import load_request_schema
+
+from gateway.backends.kafka import KafkaBackend, open_kafka
+from protocols._wire import NEED_DATA
+from protocols.kafka.build import build
+from protocols.kafka.framing import KafkaClientCodec, KafkaResponse
+from tests.helpers.tansu import Tansu, running_tansu
+
+LIMIT_S = 10.0  # any one exchange with the broker
+
+
+@pytest.fixture
+async def tansu(tmp_path: Path) -> AsyncIterator[Tansu]:
+    async with running_tansu(tmp_path) as started:
+        yield started
+
+
+@pytest.fixture
+async def kafka(tansu: Tansu) -> AsyncIterator[KafkaBackend]:
+    async with open_kafka(tansu.url) as started:
+        yield started
+
+
+async def direct(tansu: Tansu, api_key: int, version: int, values: Mapping[str, Any]) -> Any:
+    """One request straight to the broker on a connection of its own; the kio answer."""
+    codec = KafkaClientCodec("direct-test")
+    with trio.fail_after(LIMIT_S):
+        stream = await trio.open_tcp_stream("127.0.0.1", tansu.port)
+        async with stream:
+            await stream.send_all(
+                codec.send(build(load_request_schema(api_key, version), values))[1]
+            )
+            while True:
+                answer = codec.next_response()
+                if isinstance(answer, KafkaResponse):
+                    return answer.body
+                assert answer is NEED_DATA, "the broker closed the connection"
+                data = await stream.receive_some(1 << 20)
+                assert data, "the broker closed the connection"
+                codec.receive_data(data)
+
+
+async def fetch_direct(tansu: Tansu, topic: str, partition: int = 0, offset: int = 0) -> bytes:
+    """The records field of a Fetch v11 straight from the broker."""
+    answer = await direct(
+        tansu, 1, 11,
+        {"replica_id": -1, "max_wait": 1, "min_bytes": 1, "max_bytes": 1 << 20,
+         "isolation_level": 0, "session_id": 0, "session_epoch": -1, "rack_id": "",
+         "forgotten_topics_data": [],
+         "topics": [{"topic": topic, "partitions": [
+             {"partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
+              "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]},
+    )  # fmt: skip
+    [part] = answer.responses[0].partitions
+    return bytes(part.records or b"")
