@@ -8,8 +8,10 @@ the backend does natively.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 import trio
 
@@ -102,3 +104,27 @@ class Backend(Protocol):
     async def fetch_offset(self, cmd: FetchOffset) -> FetchOffsetResult: ...
     async def delete_offset(self, cmd: DeleteOffset) -> DeleteOffsetResult: ...
     async def stats(self, cmd: Stats) -> StatsResult: ...
+
+
+B = TypeVar("B", bound=Backend)
+
+
+@asynccontextmanager
+async def running(
+    backend: B, ready: Callable[[], Awaitable[None]] | None = None
+) -> AsyncIterator[B]:
+    """Run ``backend`` (its ``run`` started in a nursery), wait for ``ready`` if given, yield it,
+    then stop it. The caller's own exception is re-raised as it is, not in an ExceptionGroup."""
+    body_error: BaseException | None = None
+    async with trio.open_nursery() as nursery:
+        await nursery.start(backend.run)
+        try:
+            if ready is not None:
+                await ready()
+            yield backend
+        except BaseException as exc:
+            body_error = exc
+        finally:
+            nursery.cancel_scope.cancel()
+    if body_error is not None:
+        raise body_error

@@ -14,9 +14,7 @@ While down, commands fail at once with ``BackendUnavailable``.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass
 
 import structlog
@@ -24,6 +22,7 @@ import trio
 
 from gateway import __version__
 from gateway.backends.iggy_errors import error_of
+from gateway.backends.watchdog import Watchdog
 from gateway.model import (
     BackendUnavailable,
     GatewayError,
@@ -68,35 +67,6 @@ class IggyTarget:
 
     def __str__(self) -> str:
         return f"{self.host}:{self.port}"
-
-
-class Watchdog:
-    """Request bounds in real (monotonic) time, enforced by one task that looks every
-    ``tick_s``: what a bound guards against is a server that does not answer, whatever the
-    run's clock says. (It also keeps trio's autojump test clock from firing a bound while
-    the server works in another thread or process.)"""
-
-    def __init__(self, tick_s: float = 0.1) -> None:
-        self.tick_s = tick_s
-        self._scopes: dict[trio.CancelScope, float] = {}
-
-    @contextmanager
-    def bound(self, seconds: float) -> Iterator[trio.CancelScope]:
-        scope = trio.CancelScope()
-        self._scopes[scope] = time.monotonic() + seconds
-        try:
-            with scope:
-                yield scope
-        finally:
-            del self._scopes[scope]
-
-    async def run(self) -> None:
-        while True:
-            await trio.sleep(self.tick_s)
-            now = time.monotonic()
-            for scope, deadline in list(self._scopes.items()):
-                if now >= deadline:
-                    scope.cancel()
 
 
 class _Lost(Exception):

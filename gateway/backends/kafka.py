@@ -101,7 +101,7 @@ from gateway.model import (
     check_name,
 )
 
-from .base import Capabilities
+from .base import Capabilities, running
 from .kafka_cluster import (
     CREATE_PARTITIONS,
     CREATE_TOPICS,
@@ -376,18 +376,8 @@ def _by_name(meta: TopicMeta) -> str:
 @asynccontextmanager
 async def open_kafka(url: str, **kw: Any) -> AsyncIterator[KafkaBackend]:
     """Start the backend (it reports started even while the cluster is down), yield it, stop."""
-    backend = KafkaBackend(url, **kw)
-    body_error: BaseException | None = None
-    async with trio.open_nursery() as nursery:
-        await nursery.start(backend.run)
-        try:
-            yield backend
-        except BaseException as exc:  # re-raised outside the nursery: not in an ExceptionGroup
-            body_error = exc
-        finally:
-            nursery.cancel_scope.cancel()
-    if body_error is not None:
-        raise body_error
+    async with running(KafkaBackend(url, **kw)) as started:
+        yield started
 
 
 __all__ = ["KafkaBackend", "open_kafka", "parse_url"]

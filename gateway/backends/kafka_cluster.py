@@ -36,9 +36,9 @@ from gateway.model import (
 )
 from protocols.kafka.build import build
 
-from .iggy_pool import Watchdog
 from .kafka_conn import BrokerConnection, BrokerPool, open_connection
 from .url import BackendUrlError
+from .watchdog import Watchdog
 
 log = structlog.get_logger("streamgate.backends.kafka")
 

@@ -28,7 +28,7 @@ from gateway.model import BackendUnavailable, GatewayError, Timeout
 from protocols._wire import CONNECTION_CLOSED, NEED_DATA, ProtocolError
 from protocols.kafka.framing import KafkaClientCodec
 
-from .iggy_pool import Watchdog
+from .watchdog import Watchdog
 
 MAX_IDLE_LEASES: Final = 8
 _RECEIVE_BYTES: Final = 1 << 16

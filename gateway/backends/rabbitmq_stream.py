@@ -81,14 +81,14 @@ from gateway.model import (
 )
 from protocols import rabbitmq_stream as rs
 
-from .base import Capabilities
-from .iggy_pool import Watchdog
+from .base import Capabilities, running
 from .rabbitmq_stream_admin import Admin
 from .rabbitmq_stream_catalog import CATALOG_STREAM, Catalog
 from .rabbitmq_stream_catalog_log import CatalogLog
 from .rabbitmq_stream_conn import Connection, Settings
 from .rabbitmq_stream_data import Data, partition_stream
 from .rabbitmq_stream_link import Link
+from .watchdog import Watchdog
 
 DEFAULT_PORT: Final = 5552
 NO_LEADER: Final = 0xFFFF
@@ -298,18 +298,8 @@ class RabbitStreamBackend:
 async def open_rabbitmq_stream(url: str, **kw: Any) -> AsyncIterator[RabbitStreamBackend]:
     """A running backend, ready (connected, catalog read); stopped on exit."""
     backend = RabbitStreamBackend.from_url(url, **kw)
-    body_error: BaseException | None = None
-    async with trio.open_nursery() as nursery:
-        await nursery.start(backend.run)
-        try:
-            await backend.wait_ready()
-            yield backend
-        except BaseException as exc:
-            body_error = exc  # re-raised outside the nursery, not in an ExceptionGroup
-        finally:
-            nursery.cancel_scope.cancel()
-    if body_error is not None:
-        raise body_error
+    async with running(backend, backend.wait_ready) as started:
+        yield started
 
 
 __all__ = ["RabbitStreamBackend", "RabbitUrlError", "open_rabbitmq_stream", "parse_url"]

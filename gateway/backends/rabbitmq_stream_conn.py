@@ -47,7 +47,7 @@ from protocols import rabbitmq_stream as rs
 from protocols._wire import RemoteProtocolError
 from protocols.rabbitmq_stream import ResponseCode
 
-from .iggy_pool import Watchdog
+from .watchdog import Watchdog
 
 log = structlog.get_logger("streamgate.backend.rabbitmq_stream")
 

@@ -13,8 +13,8 @@ from gateway.model import BackendUnavailable, InvalidCredentials
 from protocols import rabbitmq_stream as rs
 from protocols._wire import RemoteProtocolError
 
-from .iggy_pool import Watchdog
 from .rabbitmq_stream_conn import READ_SIZE, RECEIVE_LIMIT, Connection, Settings, check
+from .watchdog import Watchdog
 
 log = structlog.get_logger("streamgate.backend.rabbitmq_stream")
 

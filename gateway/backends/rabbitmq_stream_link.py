@@ -23,9 +23,9 @@ import trio
 
 from gateway.model import BackendUnavailable
 
-from .iggy_pool import Watchdog
 from .rabbitmq_stream_conn import Connection, Settings
 from .rabbitmq_stream_handshake import connect
+from .watchdog import Watchdog
 
 log = structlog.get_logger("streamgate.backend.rabbitmq_stream")
 

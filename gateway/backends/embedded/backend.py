@@ -60,7 +60,7 @@ from gateway.model import (
     UpdateTopicResult,
 )
 
-from ..base import Capabilities
+from ..base import Capabilities, running
 from . import catalog
 from .admin import Admin
 from .batch_format import FORMAT_IDS
@@ -246,17 +246,5 @@ class EmbeddedBackend:
 @asynccontextmanager
 async def open_embedded(path: str | os.PathLike[str], **kw: Any) -> AsyncIterator[EmbeddedBackend]:
     """Open the store (recovery included), yield the running backend, then fsync and close."""
-    backend = EmbeddedBackend(path, **kw)
-    body_error: BaseException | None = None
-    async with trio.open_nursery() as nursery:
-        await nursery.start(backend.run)
-        try:
-            yield backend
-        except BaseException as exc:
-            # Re-raised below, outside the nursery, so the caller sees its own exception rather
-            # than an ExceptionGroup around it.
-            body_error = exc
-        finally:
-            nursery.cancel_scope.cancel()
-    if body_error is not None:
-        raise body_error
+    async with running(EmbeddedBackend(path, **kw)) as started:
+        yield started
