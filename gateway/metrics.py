@@ -7,7 +7,7 @@ are created at start so dashboards never show "no data". No topic names as label
 from __future__ import annotations
 
 import platform
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -120,6 +120,15 @@ class Metrics:
         )
         self.build_info.labels(__version__, platform.python_version(), backend).set(1)
         self._precreate(tuple(protocols))
+
+    def lossy(self, to: str, source: str = "canonical") -> Callable[[str], None]:
+        """A ``lossy(field)`` callback for what a translation to ``to`` could not carry."""
+        counter = self.translation_lossy
+
+        def count(field: str) -> None:
+            counter.labels(source, to, field).inc()
+
+        return count
 
     def _precreate(self, protocols: tuple[str, ...]) -> None:
         b = self.backend

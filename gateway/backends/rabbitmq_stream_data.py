@@ -21,6 +21,7 @@ records. RabbitMQ has no way to delete a stored offset: ``delete_offset`` is Uns
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from typing import Final
 
@@ -105,7 +106,11 @@ def entries_of(batch: MessageBatch, max_message_bytes: int) -> tuple[bytes, int]
             if largest > max_message_bytes:
                 raise MessageTooLarge(f"a {largest}-byte entry exceeds {max_message_bytes}")
     else:
-        values = [to_amqp(m) for m in batch.messages]
+        # A message without a time (Rog's) is stamped on arrival, as the embedded log does; the
+        # AMQP creation-time carries it (DESIGN.md §3).
+        now_us = time.time_ns() // 1000
+        values = [to_amqp(m if m.timestamp_us else m._replace(timestamp_us=now_us))
+                  for m in batch.messages]  # fmt: skip
         largest = max((len(v) for v in values), default=0)
         if largest > max_message_bytes:
             raise MessageTooLarge(f"a {largest}-byte message exceeds {max_message_bytes} bytes")

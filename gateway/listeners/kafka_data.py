@@ -139,6 +139,7 @@ async def _read_all(
     out: list[FetchPartition] = []
     total = 0
     failed = False
+    lossy = session.conn.metrics.lossy(tr.PROTOCOL)
     for name, partition, offset, partition_max in wanted:
         budget = min(partition_max, max_bytes - total)
         try:
@@ -168,7 +169,7 @@ async def _read_all(
             out.append(FetchPartition(partition, tr.error_code(exc).value, -1, -1, -1))
             continue
         # Only the first partition with data may exceed the budget (KIP-74).
-        pieces = tr.fetch_records(result.batches, max(budget, 1))
+        pieces = tr.fetch_records(result.batches, max(budget, 1), lossy)
         size = sum(map(len, pieces))
         total += size
         hw = result.high_watermark

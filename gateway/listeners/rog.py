@@ -14,6 +14,7 @@ from collections import defaultdict
 import trio
 
 from gateway.listeners.session import Connection, Handler
+from gateway.mapping.lossy import Lossy, ignore_lossy
 from gateway.model import GatewayError, OffsetOutOfRange
 from gateway.router import RequestContext, Router
 from gateway.translate import rog as tr
@@ -66,7 +67,7 @@ class RogService:
             inflight.inc()
             ctx = RequestContext(tr.PROTOCOL, wire_command)
             try:
-                response = await self.respond(frame, ctx)
+                response = await self.respond(frame, ctx, conn.metrics.lossy(tr.PROTOCOL))
             finally:
                 inflight.dec()
             await conn.send(codec.send(response))
@@ -77,17 +78,20 @@ class RogService:
             # request is ignored, and the connection closes once the reply is flushed.
             return
 
-    async def respond(self, req: Request, ctx: RequestContext) -> Response:
+    async def respond(
+        self, req: Request, ctx: RequestContext, lossy: Lossy = ignore_lossy
+    ) -> Response:
         if isinstance(req, UnknownCommand):
             return Error(text=COMMAND_NOT_CREATED)
         try:
-            return await self._execute(req, ctx)
+            return await self._execute(req, ctx, lossy)
         except GatewayError as exc:
             return tr.error_response(req, exc)
 
     async def _execute(
-        self, req: CreateLog | Publish | Fetch | Ack, ctx: RequestContext
-    ) -> Response:
+        self, req: CreateLog | Publish | Fetch | Ack, ctx: RequestContext,
+        lossy: Lossy,
+    ) -> Response:  # fmt: skip
         execute = self.router.execute
         if isinstance(req, CreateLog):
             cmd = tr.create_topic(req)
@@ -111,7 +115,7 @@ class RogService:
                 result = await execute(tr.read_one(req, exc.log_start), ctx)
             messages = tuple(m for b in result.batches for m in b.messages)[:1]
             if isinstance(req, Fetch):
-                return tr.first_message(messages)
+                return tr.first_message(messages, lossy)
             if not messages:
                 # The real server moves the offset past the end anyway and then silently skips
                 # the next message published (rog.md §4); refusing is the useful answer.

@@ -11,9 +11,10 @@ the NEXT one to read: ``stored = next - 1``.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Final
 
+from gateway.mapping.lossy import Lossy, ignore_lossy
 from gateway.model import (
     Header,
     HeaderKind,
@@ -36,11 +37,7 @@ KEY_HEADER: Final = "streamgate.key"  # where a Kafka key goes, Iggy messages ha
 CONSUMER_PREFIX: Final = "iggy-consumer-"  # the canonical group of an Iggy single consumer
 _MAX_HEADER_BYTES: Final = 255  # Iggy header keys and values are 1..255 bytes (§2)
 
-Lossy = Callable[[str], None]  # called with the name of a field that could not be carried
-
-
-def _ignore(field: str) -> None:
-    pass
+_ignore = ignore_lossy
 
 
 # --- headers --------------------------------------------------------------------------------------

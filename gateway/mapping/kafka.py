@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import timedelta
 from typing import Final
 
 from kio.schema.errors import ErrorCode
 
+from gateway.mapping.lossy import Lossy, ignore_lossy
 from gateway.model import (
     BackendUnavailable,
     CorruptMessage,
@@ -272,11 +274,25 @@ def _record(m: Message, offset_delta: int, base_ts: int) -> Record:
     )
 
 
-def encode_messages(messages: Sequence[Message]) -> bytes:
-    """Messages of another format as one Kafka batch (offsets and timestamps kept)."""
+def _for_reader(m: Message, offset_delta: int, base_ts: int, lossy: Lossy) -> Record:
+    """A record for a Kafka consumer: a message id as the ``streamgate.id`` header (DESIGN.md
+    §3); header kinds and the sub-millisecond part of the time are dropped and counted."""
+    record = _record(m, offset_delta, base_ts)
+    if any(h.kind not in _PLAIN_KINDS for h in m.headers):
+        lossy("headers")
+    if m.timestamp_us % 1000:
+        lossy("timestamp")
+    if not m.id:
+        return record
+    return replace(record, headers=(*record.headers, (CARRIED_ID, m.id.to_bytes(16, "big"))))
+
+
+def encode_messages(messages: Sequence[Message], lossy: Lossy = ignore_lossy) -> bytes:
+    """Messages of another format as one Kafka batch for a consumer (offsets and timestamps
+    kept; ids and what is lost as ``_for_reader`` says)."""
     base_offset = messages[0].offset
     base_ts = min(m.timestamp_us for m in messages) // 1000
-    records = [_record(m, m.offset - base_offset, base_ts) for m in messages]
+    records = [_for_reader(m, m.offset - base_offset, base_ts, lossy) for m in messages]
     return encode_batch(
         records,
         base_offset=base_offset,

@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Final
 
+from gateway.mapping.lossy import Lossy, ignore_lossy
 from gateway.model import (
     CorruptMessage,
     Header,
@@ -75,12 +76,6 @@ TIMESTAMP_US: Final = "x-opt-streamgate-timestamp-us"
 BODY_HEADER: Final = "streamgate.amqp-body"  # the value holds these encoded body sections
 PROPERTY_PREFIX: Final = "streamgate.amqp."  # + a properties field name
 _ULONG_MAX: Final = (1 << 64) - 1
-
-Lossy = Callable[[str], None]  # called with the name of a field that could not be carried
-
-
-def ignore_lossy(field: str) -> None:
-    pass
 
 
 # --- typed values <-> headers -------------------------------------------------------------------

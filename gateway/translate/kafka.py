@@ -28,6 +28,7 @@ from gateway.mapping.kafka import (
     millis,
     topic_config,
 )
+from gateway.mapping.lossy import Lossy, ignore_lossy
 from gateway.model import (
     CorruptMessage,
     InvalidRequest,
@@ -85,9 +86,12 @@ def produce_batch(
     return wire, header
 
 
-def fetch_records(batches: Iterable[MessageBatch], max_bytes: int) -> list[bytes | memoryview]:
+def fetch_records(
+    batches: Iterable[MessageBatch], max_bytes: int, lossy: Lossy = ignore_lossy
+) -> list[bytes | memoryview]:
     """Record-batch pieces for a Fetch response. Stored Kafka batches go out untouched apart from
-    the 8-byte base offset in front; at least one batch is always sent (KIP-74)."""
+    the 8-byte base offset in front; others are encoded, reporting what a record cannot hold to
+    ``lossy``. At least one batch is always sent (KIP-74)."""
     pieces: list[bytes | memoryview] = []
     size = 0
     for batch in batches:
@@ -99,7 +103,7 @@ def fetch_records(batches: Iterable[MessageBatch], max_bytes: int) -> list[bytes
                 break
             pieces += (I64_BE.pack(wire.base_offset), data[8:])
         else:
-            encoded = encode_messages(batch.messages)
+            encoded = encode_messages(batch.messages, lossy)
             n = len(encoded)
             if pieces and size + n > max_bytes:
                 break

@@ -9,15 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final, NamedTuple
 
+from gateway.mapping.lossy import Lossy, ignore_lossy
 from gateway.mapping.rabbitmq_stream import (
     BODY_HEADER,
     PROPERTY_PREFIX,
     ROUTING_KEY,
     TIMESTAMP_US,
     WIRE_FORMAT,
-    Lossy,
     decode_wire,
-    ignore_lossy,
     record_count,
     stored_batch,
     to_amqp,

@@ -6,6 +6,7 @@ Pure functions: the listener runs the commands in the order these functions desc
 
 from __future__ import annotations
 
+from gateway.mapping.lossy import Lossy, ignore_lossy
 from gateway.model import (
     DEFAULT_STREAM,
     Append,
@@ -75,10 +76,19 @@ def commit_next(req: Ack, message_offset: int) -> CommitOffset:
                         offset=message_offset + 1)  # fmt: skip
 
 
-def first_message(messages: tuple[Message, ...]) -> FetchOk | Error:
+def first_message(messages: tuple[Message, ...], lossy: Lossy = ignore_lossy) -> FetchOk | Error:
+    """Rog carries the value only: a key, headers or an id are dropped and reported to
+    ``lossy``. Its timestamp is not: Rog has no time at all, for any message."""
     if not messages:
         return Error(text=NO_DATA_LEFT)
-    return FetchOk(data=messages[0].value)
+    m = messages[0]
+    if m.key is not None:
+        lossy("key")
+    if m.headers:
+        lossy("headers")
+    if m.id:
+        lossy("id")
+    return FetchOk(data=m.value)
 
 
 def error_response(req: CreateLog | Publish | Fetch | Ack, exc: GatewayError) -> Error:

@@ -87,6 +87,7 @@ async def test_rog_publishes_iggy_polls(gateway: Running) -> None:
 
 async def test_iggy_sends_kafka_consumes_headers_and_timestamps(gateway: Running) -> None:
     sent_at: list[int] = []
+    ids: list[int] = []
 
     async def send(client: IggyClient) -> None:
         await client.create_stream(DEFAULT_STREAM)
@@ -95,10 +96,11 @@ async def test_iggy_sends_kafka_consumes_headers_and_timestamps(gateway: Running
         await client.send_messages(DEFAULT_STREAM, "iggy-kafka", 0, messages)
         polled = await client.poll_messages(
             DEFAULT_STREAM, "iggy-kafka", consumer=IggyConsumer.Single(1),
-            polling_strategy=PollingStrategy.First(), count=1, auto_commit=False,
+            polling_strategy=PollingStrategy.First(), count=len(PAYLOADS), auto_commit=False,
             partition_id=0,
         )  # fmt: skip
         sent_at.append(polled[0].origin_timestamp())
+        ids.extend(m.id() for m in polled)
 
     await iggy(gateway, send)
     servers = kafka_servers(gateway)
@@ -121,7 +123,12 @@ async def test_iggy_sends_kafka_consumes_headers_and_timestamps(gateway: Running
 
     got = await in_thread(consume)
     assert [v for v, _, _ in got] == PAYLOADS
-    assert [h for _, h, _ in got] == [[("n", str(i).encode())] for i in range(len(PAYLOADS))]
+    # The ids the gateway gave the messages (Iggy's server assigns them) travel as a header.
+    assert len(ids) == len(PAYLOADS) and all(ids)
+    assert [h for _, h, _ in got] == [
+        [("n", str(i).encode()), ("streamgate.id", ids[i].to_bytes(16, "big"))]
+        for i in range(len(PAYLOADS))
+    ]
     assert got[0][2] == sent_at[0] // 1000  # Iggy's origin µs is Kafka's CreateTime ms
 
 
