@@ -150,16 +150,19 @@ class IggyBackend:
     async def delete_stream(self, cmd: DeleteStream) -> DeleteStreamResult:
         check_name("stream", cmd.stream)
         await admin.request(self.pool, wire.DeleteStream(stream_id=cmd.stream))
+        self.data.forget(cmd.stream)
         return DeleteStreamResult()
 
     async def update_stream(self, cmd: UpdateStream) -> UpdateStreamResult:
         check_name("stream", cmd.new_name)
         await admin.request(self.pool, wire.UpdateStream(stream_id=cmd.stream, name=cmd.new_name))
+        self.data.forget(cmd.stream)
         return UpdateStreamResult(info=await admin.stream(self.pool, cmd.new_name))
 
     async def purge_stream(self, cmd: PurgeStream) -> PurgeStreamResult:
         check_name("stream", cmd.stream)
         await admin.request(self.pool, wire.PurgeStream(stream_id=cmd.stream))
+        self.data.forget(cmd.stream)
         return PurgeStreamResult()
 
     async def list_streams(self, cmd: ListStreams) -> ListStreamsResult:
@@ -172,6 +175,7 @@ class IggyBackend:
         await admin.request(
             self.pool, wire.DeleteTopic(stream_id=cmd.topic.stream, topic_id=cmd.topic.name)
         )
+        self.data.forget(cmd.topic.stream, cmd.topic.name)
         return DeleteTopicResult()
 
     async def list_topics(self, cmd: ListTopics) -> ListTopicsResult:
@@ -185,18 +189,23 @@ class IggyBackend:
         return DescribeTopicResult(info=await admin.describe(self.pool, cmd.topic))
 
     async def update_topic(self, cmd: UpdateTopic) -> UpdateTopicResult:
-        return UpdateTopicResult(info=await admin.update_topic(self.pool, cmd))
+        info = await admin.update_topic(self.pool, cmd)
+        self.data.forget(cmd.topic.stream, cmd.topic.name)
+        return UpdateTopicResult(info=info)
 
     async def create_partitions(self, cmd: CreatePartitions) -> CreatePartitionsResult:
         return CreatePartitionsResult(info=await admin.create_partitions(self.pool, cmd))
 
     async def delete_partitions(self, cmd: DeletePartitions) -> DeletePartitionsResult:
-        return DeletePartitionsResult(info=await admin.delete_partitions(self.pool, cmd))
+        info = await admin.delete_partitions(self.pool, cmd)
+        self.data.forget(cmd.topic.stream, cmd.topic.name)
+        return DeletePartitionsResult(info=info)
 
     async def purge_topic(self, cmd: PurgeTopic) -> PurgeTopicResult:
         await admin.request(
             self.pool, wire.PurgeTopic(stream_id=cmd.topic.stream, topic_id=cmd.topic.name)
         )
+        self.data.forget(cmd.topic.stream, cmd.topic.name)
         return PurgeTopicResult()
 
     # --- messages and offsets -------------------------------------------------------------------

@@ -93,6 +93,19 @@ class Data:
     unconfirmed: bool = False
     locks: dict[PartitionKey, trio.Lock] = field(default_factory=dict)
 
+    def forget(self, stream: str, topic: str | None = None) -> None:
+        """A stream or topic deleted, renamed or purged: what was learned about its partitions
+        goes (kept, it would grow with every topic ever used)."""
+
+        def gone(key: PartitionKey) -> bool:
+            return key[0] == stream and topic in (None, key[1])
+
+        for table in (self.sizes, self.log_starts):
+            for key in list(filter(gone, table)):
+                del table[key]
+        for key in [k for k, lock in self.locks.items() if gone(k) and not lock.locked()]:
+            del self.locks[key]
+
     async def call(self, topic: Topic, p: int, command: wire.Command, *, safe: bool) -> object:
         """``admin.request`` with a PartitionNotFound that says how many partitions there are."""
         if p < 0:
@@ -198,13 +211,13 @@ async def read(d: Data, cmd: Read) -> ReadResult:
     pause, waited, checked = FIRST_PAUSE_S, 0.0, False
     high = -1
     while True:
-        got, polled_high = await _poll(d, cmd)
-        if got:
+        kept, polled, polled_high = await _poll(d, cmd)
+        if polled:
             high = polled_high
-            if got[0].offset > cmd.offset:  # the server started at its oldest message
+            if polled[0].offset > cmd.offset:  # the server started at its oldest message
                 raise OffsetOutOfRange(
-                    f"offset {cmd.offset} is below the log start {got[0].offset}",
-                    log_start=got[0].offset,
+                    f"offset {cmd.offset} is below the log start {polled[0].offset}",
+                    log_start=polled[0].offset,
                     log_end=high,
                 )
         elif not checked:
@@ -218,12 +231,14 @@ async def read(d: Data, cmd: Read) -> ReadResult:
             checked = True
             if cmd.offset < high:
                 continue  # messages came between the poll and the check
-        size = sum(message_bytes(m) for m in got)
+        # What is there counts, not what the limits let through: a read with max_messages=0
+        # (the Kafka listener's wait for data) ends as soon as there is data.
+        size = sum(message_bytes(m) for m in polled)
         now = trio.current_time()
-        if (size >= cmd.min_bytes if got else cmd.min_bytes <= 0) or now >= deadline:
-            start = min(d.log_starts.get(key, 0), got[0].offset if got else cmd.offset)
+        if (size >= cmd.min_bytes if polled else cmd.min_bytes <= 0) or now >= deadline:
+            start = min(d.log_starts.get(key, 0), polled[0].offset if polled else cmd.offset)
             return ReadResult(
-                batches=(MessageBatch(got),) if got else (),
+                batches=(MessageBatch(kept),) if kept else (),
                 high_watermark=max(high, 0),
                 log_start_offset=start,
                 waited_s=waited,
@@ -234,8 +249,9 @@ async def read(d: Data, cmd: Read) -> ReadResult:
         pause = min(pause * 2, LAST_PAUSE_S)
 
 
-async def _poll(d: Data, cmd: Read) -> tuple[list[Message], int]:
-    """Messages from ``cmd.offset`` within its limits (at least one) and the high watermark."""
+async def _poll(d: Data, cmd: Read) -> tuple[list[Message], list[Message], int]:
+    """(the messages from ``cmd.offset`` within its limits, at least one unless max_messages is
+    0; every message the poll brought from ``cmd.offset`` on; the high watermark)."""
     key = (cmd.topic.stream, cmd.topic.name, cmd.partition)
     mean = d.sizes.get(key, _GUESS_BYTES)
     count = int(max(1, min(cmd.max_messages, cmd.max_bytes // max(1.0, mean), MAX_POLL_COUNT)))
@@ -257,7 +273,7 @@ async def _poll(d: Data, cmd: Read) -> tuple[list[Message], int]:
         if kept and size > cmd.max_bytes:
             break
         kept.append(m)
-    return kept, polled.current_offset + 1
+    return kept, got, polled.current_offset + 1
 
 
 async def _poll_messages(

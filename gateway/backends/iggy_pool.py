@@ -138,7 +138,7 @@ async def open_connection(target: IggyTarget, max_frame_size: int) -> Connection
             )
         try:
             reply = await conn.call(login)
-        except _Lost as exc:
+        except (_Lost, FrameTooLarge) as exc:
             raise BackendUnavailable(f"iggy server {target} dropped the login: {exc}") from None
         if reply.status != Status.OK:
             raise error_of(reply.status, f"login to {target} as {target.username!r}")
@@ -248,7 +248,11 @@ class Pool:
                 return False
             conn = self._idle.pop(0)
             ok = False
-            with self._watchdog.bound(self.request_timeout_s), suppress(_Lost, GatewayError):
+            # A Ping answered with a frame above the limit is garbage too, not a crash.
+            with (
+                self._watchdog.bound(self.request_timeout_s),
+                suppress(_Lost, FrameTooLarge, GatewayError),
+            ):
                 ok = (await conn.call(Ping())).status == Status.OK
             self._give_back(conn, ok)
             if not ok:

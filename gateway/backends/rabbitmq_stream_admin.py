@@ -57,7 +57,6 @@ from .rabbitmq_stream_catalog_log import CatalogLog, new_rid
 from .rabbitmq_stream_conn import check, gathering
 from .rabbitmq_stream_link import Link
 
-NO_LEADER: Final = 0xFFFF
 PROBES_AT_ONCE: Final = 16
 
 

@@ -226,13 +226,15 @@ class Data:
         stored, records = entries_of(cmd.batch, limit if limit > 0 else self.max_message_bytes)
 
         tail = await self.tail(stream)
-        publisher = await self.publisher(stream)
-        tail.users += 1
+        tail.users += 1  # at once: in use, so not evicted while the publisher is declared
         try:
+            publisher = await self.publisher(stream)
             # Bounded: a broker under a resource alarm stops reading our socket.
             with tail.conn.watchdog.bound(LOCATE_TIMEOUT_S) as sending:
                 async with publisher.lock:
                     expectation = tail.expect(stored, records)
+                    if expectation.error is not None:  # the tail is gone: publish nothing
+                        raise expectation.error
                     try:
                         batch = await publisher.send(stored, lambda: tail.abandon(expectation))
                     except BaseException:  # not (all) sent: never wait for these entries
@@ -285,7 +287,9 @@ class Data:
                 size += len(stored.body)
                 records += stored.end - max(pos, stored.chunk_id)
                 pos = stored.end
-            full = size >= cmd.max_bytes or records >= cmd.max_messages
+            # Nothing found is never "full": a read with max_messages=0 (the Kafka listener's
+            # wait for data) must wait for data like any other, not return at once.
+            full = bool(chunks) and (size >= cmd.max_bytes or records >= cmd.max_messages)
             if (chunks and size >= cmd.min_bytes) or full:
                 break
             remaining = deadline - trio.current_time()

@@ -16,7 +16,13 @@ from typing import Final
 
 import trio
 
-from gateway.model import CorruptMessage, GatewayError, MessageTooLarge, Timeout
+from gateway.model import (
+    BackendUnavailable,
+    CorruptMessage,
+    GatewayError,
+    MessageTooLarge,
+    Timeout,
+)
 from protocols import rabbitmq_stream as rs
 from protocols._wire import LocalProtocolError
 
@@ -101,8 +107,15 @@ class Publisher:
         self._next_id += count
         self._starts.append(batch.first)
         self._batches.append(batch)
-        for frame in frames:
-            await self.conn.send_encoded(frame)
+        try:
+            for frame in frames:
+                await self.conn.send_encoded(frame)
+        except BaseException:
+            # Cancelled or failed while the outbox was full: part of it may be out, the rest
+            # never will, so no confirm settles it. Settled here, or the publisher is never
+            # idle again and the batch is kept for as long as the connection lives.
+            self._settle(batch, BackendUnavailable(f"Publish to {self.stream!r} not all sent"))
+            raise
         return batch
 
     async def wait(self, batch: Batch) -> None:

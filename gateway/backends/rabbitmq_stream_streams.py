@@ -15,7 +15,7 @@ from typing import Final, Generic, Protocol, TypeVar
 
 import trio
 
-from gateway.model import GatewayError, UnknownTopic
+from gateway.model import BackendUnavailable, GatewayError, UnknownTopic
 
 from .rabbitmq_stream_conn import Connection
 from .rabbitmq_stream_publisher import Publisher
@@ -53,17 +53,23 @@ class Kept(Generic[K]):
         if found is not None and found.usable:
             self.items.move_to_end(stream)
             return found
-        async with self._opening.setdefault(stream, trio.Lock()):
-            found = self.items.get(stream)
-            if found is None or not found.usable:
-                for name, old in list(self.items.items()):
-                    if len(self.items) < self._limit:
-                        break
-                    if not old.usable or old.idle:
-                        del self.items[name]
-                        old.drop(GatewayError("dropped to make room"))
-                found = self.items[stream] = await self._make(self.conn, stream)
-            return found
+        opening = self._opening.setdefault(stream, trio.Lock())
+        try:
+            async with opening:
+                found = self.items.get(stream)
+                if found is None or not found.usable:
+                    for name, old in list(self.items.items()):
+                        if len(self.items) < self._limit:
+                            break
+                        if not old.usable or old.idle:
+                            del self.items[name]
+                            old.drop(BackendUnavailable(f"{name!r} dropped to make room"))
+                    found = self.items[stream] = await self._make(self.conn, stream)
+                return found
+        finally:
+            # Nobody holds or waits for it: keeping one per stream ever used would be a leak.
+            if not opening.locked() and self._opening.get(stream) is opening:
+                del self._opening[stream]
 
     def forget(self, names: list[str]) -> None:
         """Streams deleted: what waits on them fails (long-polls wake, find them gone)."""

@@ -24,6 +24,7 @@ rabbitmq-stream.md §10):
 
 from __future__ import annotations
 
+import contextlib
 import struct
 from collections import deque
 from dataclasses import dataclass
@@ -107,8 +108,8 @@ class Expectation:
     """The entries of one append (as a chunk holds them), to be found in the chunks that follow
     its Publish."""
 
-    __slots__ = ("abandoned", "base", "blob", "done", "error", "found_bytes", "found_records",
-                 "records", "timestamp_ms")  # fmt: skip
+    __slots__ = ("base", "blob", "done", "error", "found_bytes", "found_records", "records",
+                 "timestamp_ms")  # fmt: skip
 
     def __init__(self, blob: bytes, records: int) -> None:
         self.blob = blob
@@ -118,7 +119,6 @@ class Expectation:
         self.base = -1  # offset of the first entry
         self.timestamp_ms = 0
         self.done = trio.Event()
-        self.abandoned = False
         self.error: GatewayError | None = None
 
 
@@ -206,8 +206,10 @@ class Tail:
         return expectation
 
     def abandon(self, expectation: Expectation) -> None:
-        """The append failed: its entries are not (all) there, stop looking for them."""
-        expectation.abandoned = True
+        """The append failed: its entries are not (all) there, stop looking for them. Removed
+        now, not when a chunk comes: a tail that still expects something is never idle."""
+        with contextlib.suppress(ValueError):
+            self._expected.remove(expectation)
         expectation.done.set()
 
     def _match(self, stored: Stored) -> None:
@@ -218,8 +220,6 @@ class Tail:
         pos = consumed = 0
         offset = stored.chunk_id
         while pos < len(body):
-            while expected and expected[0].abandoned:
-                expected.popleft()
             if not expected:
                 return
             head = expected[0]

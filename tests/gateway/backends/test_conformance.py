@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 import pytest
@@ -377,6 +378,44 @@ async def test_long_poll_waits_for_min_bytes(backend: Backend) -> None:
             assert got == []  # 1 small message is less than min_bytes
             await append(backend, topic, msgs(10, size=300))
         assert got == [11]
+
+
+async def test_wait_for_data_without_messages(backend: Backend) -> None:
+    """``max_messages=0`` is the Kafka listener's wait for data (its Fetch long poll): it ends
+    as soon as there is data at the offset, and waits like any long poll when there is none."""
+    with trio.fail_after(10):
+        topic = await new_topic(backend)
+        await append(backend, topic, msgs(2))
+        wait = Read(topic=topic, partition=0, offset=0, max_messages=0, max_bytes=1,
+                    max_wait_ms=30_000)  # fmt: skip
+        r = await backend.read(wait)
+        assert (r.batches, r.high_watermark) == ((), 2)
+        got: list[tuple[int, int]] = []
+
+        async def waiter() -> None:
+            r = await backend.read(dataclasses.replace(wait, offset=2))
+            got.append((r.count, r.high_watermark))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(waiter)
+            await trio.testing.wait_all_tasks_blocked()
+            assert got == []  # no data at offset 2 yet: it waits
+            await append(backend, topic, msgs(1, start=2))
+        assert got == [(0, 3)]
+
+
+async def test_wait_for_data_without_messages_times_out(
+    backend: Backend, autojump_clock: trio.testing.MockClock
+) -> None:
+    topic = await new_topic(backend)  # outside fail_after: setup may wait on threads
+    with trio.fail_after(10):
+        start = trio.current_time()
+        r = await backend.read(
+            Read(topic=topic, partition=0, offset=0, max_messages=0, max_bytes=1,
+                 max_wait_ms=5000)
+        )  # fmt: skip
+        assert r.batches == ()
+        assert 5 <= trio.current_time() - start < 6
 
 
 async def test_deleting_a_topic_wakes_its_long_polls(backend: Backend) -> None:

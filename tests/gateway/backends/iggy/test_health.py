@@ -236,3 +236,46 @@ async def test_every_idle_connection_gets_heartbeats(nursery: trio.Nursery) -> N
                 counts[connection] += 1
                 if len(counts) == 3 and min(counts.values()) >= 3:
                     break
+
+
+async def _huge_ping_replies(stream: trio.SocketStream) -> None:
+    """Logs the client in, then answers every Ping with a reply whose header says 4 GiB."""
+    codec = IggyServerCodec()
+    async with stream:
+        while True:
+            request = codec.next_request()
+            if request is NEED_DATA:
+                data = await stream.receive_some(65536)
+                if data:
+                    codec.receive_data(data)
+                else:
+                    codec.receive_eof()
+                continue
+            if request is CONNECTION_CLOSED:
+                return
+            if isinstance(request.command, LoginRegister):
+                reply = LoginRegisterResponse(
+                    user_id=0, session=1, server_protocol_version=0, server_version="huge"
+                )
+                await stream.send_all(codec.send_ok(request, reply))
+            elif isinstance(request.command, Ping):
+                frame = bytearray(codec.send_ok(request))
+                frame[48:52] = (0xFFFF_FFF0).to_bytes(4, "little")  # the frame size (§3.1)
+                await stream.send_all(bytes(frame))
+
+
+async def test_a_reply_above_the_frame_limit_does_not_end_the_backend(
+    nursery: trio.Nursery,
+) -> None:
+    """A heartbeat answered with a frame above the limit is a broken connection like any other:
+    the backend reports it and goes on, it does not crash."""
+    listeners = await nursery.start(
+        partial(trio.serve_tcp, _huge_ping_replies, 0, host="127.0.0.1")
+    )
+    port = listeners[0].socket.getsockname()[1]
+    with trio.fail_after(30):
+        async with started_backend(("127.0.0.1", port), ping_interval_s=0.05) as backend:
+            for _ in range(3):  # the heartbeats meanwhile hit the same replies
+                with pytest.raises(GatewayError):
+                    await backend.ping()
+                await trio.sleep(0.2)

@@ -16,6 +16,8 @@ from gateway.model import (
     Append,
     CommitOffset,
     CreateTopic,
+    DeleteStream,
+    DeleteTopic,
     FetchOffset,
     Header,
     HeaderKind,
@@ -203,3 +205,27 @@ async def test_a_server_without_confirmations(
     for base in results:
         head = by_offset[base]
         assert [by_offset[base + i] for i in range(3)] == [head[:-1] + b"%d" % i for i in range(3)]
+
+
+async def test_deleting_a_topic_forgets_what_was_learned_about_it(tmp_path: Path) -> None:
+    """Per-partition knowledge (message sizes, log starts) goes with its topic or stream:
+    kept, it would grow with every topic ever used."""
+    with trio.fail_after(20):
+        async with (
+            upstream_gateway(tmp_path / "upstream") as upstream,
+            started_backend(upstream.address("iggy")) as backend,
+        ):
+            other = Topic("s", "other")
+            for topic in (TOPIC, other):
+                await backend.create_topic(CreateTopic(topic=topic, partitions=2))
+                for p in (0, 1):
+                    batch = MessageBatch([Message(value=b"v")])
+                    await backend.append(Append(topic=topic, partition=p, batch=batch))
+                    await backend.read(Read(topic=topic, partition=p, offset=0))
+                    await backend.read(Read(topic=topic, partition=p, offset=1))  # the end
+            data = backend.data
+            assert len(data.sizes) == len(data.log_starts) == 4
+            await backend.delete_topic(DeleteTopic(topic=TOPIC))
+            assert {k[1] for k in (*data.sizes, *data.log_starts)} == {"other"}
+            await backend.delete_stream(DeleteStream(stream="s"))
+            assert data.sizes == {} and data.log_starts == {} and data.locks == {}

@@ -10,9 +10,13 @@ from functools import partial
 
 import pytest
 import trio
+import trio.testing
 from rstream import RawMessage
 
+from gateway.backends import rabbitmq_stream_streams
 from gateway.backends.rabbitmq_stream import RabbitUrlError, open_rabbitmq_stream, parse_url
+from gateway.backends.rabbitmq_stream_conn import Connection
+from gateway.backends.rabbitmq_stream_publisher import Publisher
 from gateway.mapping.rabbitmq_stream import WIRE_FORMAT, stored_batch
 from gateway.model import (
     Append,
@@ -222,3 +226,59 @@ async def test_heartbeats_keep_an_idle_connection(broker: Broker) -> None:
             await trio.sleep(4)
             assert backend.link.current() is conn
             await backend.ping()
+
+
+async def test_a_publish_cancelled_half_sent_is_not_kept(broker: Broker) -> None:
+    """A Publish cancelled while the outbox is full is settled at once: kept, it would never be
+    confirmed, and its publisher would never be idle (evictable) again."""
+    topic = Topic("default", "cancelled")
+    entry = encode_entry(SimpleEntry(b"x" * (512 << 10)))
+    with trio.fail_after(LIMIT_S):
+        async with open_rabbitmq_stream(broker.url) as backend:
+            await backend.create_topic(CreateTopic(topic=topic, partitions=1))
+            publisher = await backend.data.publisher("cancelled")
+            with trio.CancelScope() as scope:
+                scope.cancel()  # the first wait, for room in the outbox, raises Cancelled
+                await publisher.send(entry * 12)  # 6 MiB: more than the outbox holds
+            assert scope.cancelled_caught
+            assert publisher.idle and publisher.usable
+            batch = MessageBatch([Message(value=b"after")])
+            result = await backend.append(Append(topic=topic, partition=0, batch=batch))
+            r = await backend.read(Read(topic=topic, partition=0, offset=result.base_offset))
+            assert [m.value for b in r.batches for m in b.messages] == [b"after"]
+
+
+async def test_an_append_keeps_its_tail_while_its_publisher_is_declared(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With every tail in use, opening another must not evict one an append holds (it would
+    publish, then fail although RabbitMQ took its messages)."""
+    monkeypatch.setattr(rabbitmq_stream_streams, "MAX_TAILS", 1)
+    a, b = Topic("default", "a"), Topic("default", "b")
+    with trio.fail_after(LIMIT_S):
+        async with open_rabbitmq_stream(broker.url) as backend:
+            for topic in (a, b):
+                await backend.create_topic(CreateTopic(topic=topic, partitions=1))
+            await backend.read(Read(topic=a, partition=0, offset=0))  # a's tail, not b's
+            declared = trio.Event()
+            declare = Publisher.declare
+
+            async def slow_declare(conn: Connection, stream: str) -> Publisher:
+                await declared.wait()
+                return await declare(conn, stream)
+
+            monkeypatch.setattr(Publisher, "declare", slow_declare)
+            results: list[AppendResult] = []
+
+            async def appender() -> None:
+                batch = MessageBatch([Message(value=b"a0")])
+                results.append(await backend.append(Append(topic=a, partition=0, batch=batch)))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(appender)
+                await trio.testing.wait_all_tasks_blocked()  # it waits for its publisher
+                await backend.read(Read(topic=b, partition=0, offset=0))  # opens b's tail
+                declared.set()
+            assert [r.base_offset for r in results] == [0]
+            r = await backend.read(Read(topic=a, partition=0, offset=0))
+            assert [m.value for batch in r.batches for m in batch.messages] == [b"a0"]
