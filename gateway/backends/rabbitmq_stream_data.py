@@ -224,6 +224,8 @@ class Data:
         entry, stream = await self._target(cmd.topic, cmd.partition)
         limit = entry.config.max_message_bytes or self.max_message_bytes
         stored, records = entries_of(cmd.batch, limit if limit > 0 else self.max_message_bytes)
+        if not cmd.offset_needed:
+            return await self._publish_only(cmd, entry, stream, stored, records)
 
         tail = await self.tail(stream)
         tail.users += 1  # at once: in use, so not evicted while the publisher is declared
@@ -259,6 +261,25 @@ class Data:
             base_offset=expectation.base,
             count=records,
             log_append_time_us=expectation.timestamp_ms * 1000,
+            log_start_offset=entry.start(cmd.partition),
+        )
+
+    async def _publish_only(
+        self, cmd: Append, entry: TopicEntry, stream: str, stored: bytes, records: int
+    ) -> AppendResult:
+        """An append whose offsets nobody asked for: done on PublishConfirm, without waiting
+        for the tail to see where the entries landed (RabbitMQ's delivery latency, ~2 ms)."""
+        publisher = await self.publisher(stream)
+        with publisher.conn.watchdog.bound(LOCATE_TIMEOUT_S) as sending:
+            async with publisher.lock:
+                batch = await publisher.send(stored, lambda: None)
+        if sending.cancelled_caught:
+            raise Timeout(f"RabbitMQ took no Publish on {stream!r} for {LOCATE_TIMEOUT_S} s")
+        await publisher.wait(batch)
+        return AppendResult(
+            base_offset=-1,
+            count=records,
+            log_append_time_us=time.time_ns() // 1000,
             log_start_offset=entry.start(cmd.partition),
         )
 

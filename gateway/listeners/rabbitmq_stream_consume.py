@@ -241,19 +241,27 @@ async def deliver(sub: Subscription, offset: int) -> None:
                 # cancelling this scope, so it runs outside it to send the MetadataUpdate.
                 s.spawn(gone, s, sub.target.name)
                 return
-            chunk = trm.chunk_for(result.batches, offset, lossy=count_lossy)
+            batches = result.batches
+            chunk = trm.chunk_for(batches, offset, lossy=count_lossy)
             if chunk is None:
-                read_at = _end_of(result.batches, read_at)
+                read_at = _end_of(batches, read_at)
                 continue
-            sub.credit -= 1
-            await s.send(
-                rs.Deliver(
-                    subscription_id=sub.id,
-                    chunk=chunk.data,
-                    committed_chunk_id=chunk.chunk_id if s.deliver_v2 else None,
+            # Every chunk the read brought while credit lasts: a read may hold several (a gap in
+            # the offsets ends a chunk: on a RabbitMQ backend each stored chunk is one).
+            while chunk is not None:
+                sub.credit -= 1
+                await s.send(
+                    rs.Deliver(
+                        subscription_id=sub.id,
+                        chunk=chunk.data,
+                        committed_chunk_id=chunk.chunk_id if s.deliver_v2 else None,
+                    )
                 )
-            )
-            offset = read_at = chunk.chunk_id + chunk.records
+                offset = read_at = chunk.chunk_id + chunk.records
+                batches = tuple(b for b in batches if b.base_offset + len(b) > offset)
+                if sub.credit <= 0 or not batches:
+                    break
+                chunk = trm.chunk_for(batches, offset, lossy=count_lossy)
 
 
 async def credit(s: Session, f: rs.Credit) -> rs.Frame | None:

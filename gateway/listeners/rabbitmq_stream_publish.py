@@ -153,9 +153,10 @@ async def _append(
     """Store ``batch`` (the entries ``fresh_ids``), keep the sequence, confirm every id."""
     target = publisher.target
     try:
-        await s.router.execute(
-            Append(topic=target.topic, partition=target.partition, batch=batch), s.ctx
-        )
+        # A PublishConfirm names publishing ids, never offsets: no need to learn them.
+        append = Append(topic=target.topic, partition=target.partition, batch=batch,
+                        offset_needed=False)  # fmt: skip
+        await s.router.execute(append, s.ctx)
     except GatewayError as exc:
         s.conn.log.info("publish refused", error=exc.message)
         if duplicate_ids:

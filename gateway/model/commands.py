@@ -135,6 +135,10 @@ class Append(Command[r.AppendResult]):
     producer_id: int = -1
     producer_epoch: int = -1
     base_sequence: int = -1
+    # False when the client is never told where the batch landed (RabbitMQ Stream confirms
+    # publishing ids, Rog says Ok): a backend that learns offsets only after the broker stored
+    # them (RabbitMQ) may then answer at once, with ``base_offset`` -1.
+    offset_needed: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

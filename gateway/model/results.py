@@ -114,7 +114,7 @@ class PurgeTopicResult:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AppendResult:
-    base_offset: int
+    base_offset: int  # -1: not known (an ``Append`` with ``offset_needed=False``)
     count: int
     log_append_time_us: int
     log_start_offset: int = 0

@@ -57,7 +57,7 @@ def create_topic(req: CreateLog) -> CreateTopic | Error:
 def append(req: Publish) -> Append:
     # Rog's timestamp is the arrival time: timestamp 0 lets the backend stamp it on append.
     return Append(topic=topic_of(req.name), partition=req.partition,
-                  batch=MessageBatch([Message(req.data)]))  # fmt: skip
+                  batch=MessageBatch([Message(req.data)]), offset_needed=False)  # fmt: skip
 
 
 def fetch_offset(req: Fetch | Ack) -> FetchOffset:
