@@ -21,7 +21,7 @@ APT_TEST_PACKAGES := kcat rabbitmq-server
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: help setup run test lint check-tests bench bench-kafka bench-iggy bench-rabbitmq-stream \
-	clean apt-test python-ok older-clients
+	bench-backends clean apt-test python-ok older-clients
 
 help:
 	@echo "make run   - set up and run the gateway on the embedded backend (./data)"
@@ -30,6 +30,8 @@ help:
 	@echo "make bench-kafka - confluent-kafka against a gateway it starts (100 B and 1 KiB)"
 	@echo "make bench-iggy - apache-iggy batches of 1000 against a gateway it starts"
 	@echo "make bench-rabbitmq-stream - rstream publish (confirmed) and consume, gateway it starts"
+	@echo "make bench-backends - rstream and confluent-kafka straight to a private RabbitMQ and"
+	@echo "                      Tansu vs through streamgate on them, side by side"
 
 # Debian's python3 needs python3-venv for `-m venv`; install it when it is missing.
 python-ok:
@@ -99,6 +101,12 @@ bench-iggy: $(STAMP)
 
 bench-rabbitmq-stream: $(STAMP)
 	$(BIN)/streamgate bench rabbitmq-stream $(ARGS)
+
+# Starts a private RabbitMQ and Tansu on loopback (tests/helpers), stopped by pid at the end or on
+# Ctrl-C; the bench gets their URLs for the placeholders. ARGS, e.g. ARGS="--rounds 3".
+bench-backends: $(STAMP) apt-test
+	$(BIN)/python -m tests.helpers.bench_brokers -- $(BIN)/streamgate bench backends \
+	  --rabbitmq-url '{rabbitmq_url}' --kafka-url '{kafka_url}' $(ARGS)
 
 clean:
 	rm -rf $(VENV) $(IGGY08_VENV) $(IGGYPY04_VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

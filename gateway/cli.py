@@ -1,4 +1,4 @@
-"""``streamgate``: run the gateway, or benchmark the embedded store."""
+"""``streamgate``: run the gateway, use any endpoint as a client, or measure throughput."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Any
 import trio
 
 from gateway import __version__
+from gateway.client import add_client_commands, run_client
 from gateway.config import ConfigError, load, parse_assignment
 
 # Shortcuts for the settings people change most; anything else: --set key=value.
@@ -50,6 +51,7 @@ def _parser() -> argparse.ArgumentParser:
         "--set", action="append", default=[], metavar="KEY=VALUE",
         help="any setting by its dotted name, e.g. limits.idle_timeout_s=30",
     )  # fmt: skip
+    add_client_commands(sub)  # topics, produce, consume (gateway/client)
 
     bench = sub.add_parser("bench", help="measure throughput (not a test)")
     bench_sub = bench.add_subparsers(dest="target", required=True)
@@ -91,6 +93,21 @@ def _parser() -> argparse.ArgumentParser:
     rabbit.add_argument("--in-flight", type=int, default=10, help="unconfirmed batches at most")
     rabbit.add_argument("--messages", type=int, default=1_000_000, help="messages per size")
     _login_and_gateway_args(rabbit, "guest")
+    side = bench_sub.add_parser(
+        "backends", help="clients straight to real brokers vs through streamgate on them"
+    )
+    side.add_argument("--rabbitmq-url", default=None, help="rabbitmq-stream://u:p@host:port/vhost")
+    side.add_argument("--kafka-url", default=None, help="kafka://host:port[?broker=tansu]")
+    side.add_argument("--sizes", default="100,1024", help="message sizes in bytes")
+    side.add_argument("--messages", default="100000,20000", help="messages per size (or one count)")
+    side.add_argument("--singles", type=int, default=1000, help="then sent one at a time")
+    side.add_argument("--rounds", type=int, default=1, help="per size; each figure the median")
+    side.add_argument("--no-warm-up", dest="warm_up", action="store_false", help="skip warm-up")
+    side.add_argument("--kind", default="amqp", help="rstream messages: amqp | raw")
+    side.add_argument("--no-dedup", dest="dedup", action="store_false", help="no publisher_name")
+    side.add_argument("--batch", type=int, default=1000, help="rstream messages per Publish")
+    side.add_argument("--in-flight", type=int, default=10, help="rstream unconfirmed batches")
+    side.add_argument("--acks", default="all", help="confluent-kafka producer acks")
     return p
 
 
@@ -193,6 +210,33 @@ def _bench_rabbitmq_stream(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_backends(args: argparse.Namespace) -> int:
+    from gateway.bench import side_by_side as sbs
+
+    sizes = tuple(int(s) for s in args.sizes.split(",") if s)
+    counts = [int(m) for m in args.messages.split(",") if m]
+    settings = sbs.Settings(
+        sizes=sizes, messages=sbs.counts_per_size(sizes, counts),
+        singles=args.singles, rounds=args.rounds, warm_up=args.warm_up, kind=args.kind,
+        dedup=args.dedup, batch=args.batch, in_flight=args.in_flight, acks=args.acks,
+    )  # fmt: skip
+    report = functools.partial(print, flush=True)
+    if args.rabbitmq_url is None and args.kafka_url is None:
+        print("streamgate: give --rabbitmq-url and/or --kafka-url", file=sys.stderr)
+        return 2
+    try:
+        found = sbs.run_side_by_side(
+            rabbitmq_url=args.rabbitmq_url, kafka_url=args.kafka_url, settings=settings,
+            report=report,
+        )  # fmt: skip
+    except KeyboardInterrupt:  # the gateway children are stopped by then
+        print("streamgate: interrupted", file=sys.stderr)
+        return 130
+    print(f"\n{sbs.format_table(found, settings)}\n", flush=True)
+    print("\n".join(sbs.verdicts(found)), flush=True)
+    return 0
+
+
 def _bench(args: argparse.Namespace) -> int:
     from gateway.bench.embedded import bench_embedded, format_result
 
@@ -202,6 +246,8 @@ def _bench(args: argparse.Namespace) -> int:
         return _bench_iggy(args)
     if args.target == "rabbitmq-stream":
         return _bench_rabbitmq_stream(args)
+    if args.target == "backends":
+        return _bench_backends(args)
 
     sizes = [int(s) for s in args.sizes.split(",") if s]
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="streamgate-bench-") as tmp:
@@ -221,6 +267,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(args)
     if args.command == "bench":
         return _bench(args)
+    if getattr(args, "client", None):
+        return run_client(args)
     return 2
 
 

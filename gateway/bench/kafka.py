@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -48,11 +49,14 @@ class KafkaBenchResult:
 
 
 @contextmanager
-def gateway_process(data_dir: str, fsync: str, protocol: str = "kafka") -> Iterator[str]:
-    """A ``streamgate run`` child on ephemeral ports; yields the address of its ``protocol``
-    listener (``host:port``)."""
+def gateway_process(
+    data_dir: str, fsync: str, protocol: str = "kafka", *, backend: str | None = None
+) -> Iterator[str]:
+    """A ``streamgate run`` child on ephemeral ports, on the embedded backend in ``data_dir``
+    or on the ``backend`` URL (e.g. a real broker); yields the address of its ``protocol``
+    listener (``host:port``) once ``/readyz`` says the backend answers."""
     cmd = [
-        sys.executable, "-m", "gateway.cli", "run", "--backend", f"embedded:{data_dir}",
+        sys.executable, "-m", "gateway.cli", "run", "--backend", backend or f"embedded:{data_dir}",
         "--fsync", fsync, "--kafka-port", "0", "--rog-port", "0", "--iggy-port", "0",
         "--rabbitmq-stream-port", "0", "--admin-port", "0", "--log-level", "warning",
         "--log-format", "json",
@@ -61,16 +65,19 @@ def gateway_process(data_dir: str, fsync: str, protocol: str = "kafka") -> Itera
     try:
         assert proc.stdout is not None
         deadline = time.monotonic() + _START_TIMEOUT_S
-        address = ""
-        while not address and time.monotonic() < deadline:
+        address = admin = ""
+        while not admin and time.monotonic() < deadline:  # the admin line comes last
             line = proc.stdout.readline()
             if not line:
                 raise RuntimeError(f"streamgate exited with {proc.wait()}")
             words = line.split()
             if words[:3] == [protocol, "listening", "on"]:
                 address = words[3]
+            elif words[:3] == ["admin", "listening", "on"]:
+                admin = words[3]
         if not address:
             raise RuntimeError(f"streamgate did not report its {protocol} listener in time")
+        _wait_ready(admin, deadline)
         yield address
     finally:
         proc.send_signal(signal.SIGTERM)  # by pid: the child this function started
@@ -81,6 +88,20 @@ def gateway_process(data_dir: str, fsync: str, protocol: str = "kafka") -> Itera
             proc.wait()
 
 
+def _wait_ready(admin: str, deadline: float) -> None:
+    """Until the child's ``/readyz`` answers 200: its backend (a real broker) answers a ping."""
+    why = "no answer"
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{admin}/readyz", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError as exc:  # HTTPError 503 while the backend connects
+            why = str(exc)
+        time.sleep(0.1)
+    raise RuntimeError(f"streamgate did not get ready in time ({why})")
+
+
 def _percentile(sorted_values: list[float], q: float) -> float:
     if not sorted_values:
         return float("nan")
@@ -88,8 +109,11 @@ def _percentile(sorted_values: list[float], q: float) -> float:
 
 
 def bench_kafka(
-    bootstrap: str, *, message_size: int, messages: int, partitions: int = 1, acks: str = "all"
-) -> KafkaBenchResult:
+    bootstrap: str, *, message_size: int, messages: int, partitions: int = 1, acks: str = "all",
+    singles: int = 2000,
+) -> KafkaBenchResult:  # fmt: skip
+    """Produce ``messages`` at full speed, then ``singles`` (at most ``messages``) one at a
+    time, each acknowledged before the next; consume them all from offset 0."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
@@ -135,7 +159,7 @@ def bench_kafka(
     # Round-trip latency without queueing: each message is delivered before the next one.
     single = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0})
     one: list[float] = []
-    for _ in range(min(2000, messages)):
+    for _ in range(min(singles, messages)):
         t1 = time.perf_counter()
         single.produce(topic, payload)
         single.flush(10)
@@ -188,7 +212,8 @@ def _consume(bootstrap: str, topic: str, partitions: int, total: int) -> float:
     t0 = time.perf_counter()
     deadline = t0 + 300
     while got < total and time.perf_counter() < deadline:
-        batch = consumer.consume(num_messages=10_000, timeout=1.0)
+        # never more than are left: consume() waits its whole timeout for a batch to fill
+        batch = consumer.consume(num_messages=min(10_000, total - got), timeout=1.0)
         if any(map(failed, batch)):
             raise RuntimeError(next(m.error() for m in batch if m.error()))
         got += len(batch)

@@ -1,19 +1,23 @@
 """rstream 1.1.1 against a RabbitMQ Stream endpoint: publish throughput with every message
 confirmed, then consume throughput from the first offset. Not a test: it prints figures.
 
-Publish: one ``Producer`` with a ``publisher_name`` (deduplication on, as most applications
-run it) sends batches with ``send_batch`` (one Publish frame each, not waiting) and keeps at
-most ``in_flight`` unconfirmed batches; a confirm callback counts each message's PublishConfirm.
-The clock stops when the last message is confirmed. A batch's latency runs from its
-``send_batch`` call to the confirm of its last message, so with several batches in flight it
-includes queueing behind the earlier ones. ``send_batch`` was chosen over the async ``send``:
-``send`` buffers per message under a lock and flushes on a 0.5 s timer, which is slower and
-makes the batch a timer artefact. Publishing ids are set by the bench (1, 2, ...), which rstream
-keeps, so a confirm maps to its batch by arithmetic.
+Publish: one ``Producer`` with a ``publisher_name`` (deduplication on, as most applications run it;
+``dedup=False`` leaves it out) sends batches with ``send_batch`` (one Publish frame each, not
+waiting) and keeps at most ``in_flight`` unconfirmed batches; a confirm callback counts each
+message's PublishConfirm. The clock stops when the last message is confirmed. A batch's latency
+runs from its ``send_batch`` call to the confirm of its last message, so with several batches in
+flight it includes queueing behind the earlier ones. ``send_batch`` was chosen over the async
+``send``: ``send`` buffers per message under a lock and flushes on a 0.5 s timer, which is slower
+and makes the batch a timer artefact. Publishing ids are set by the bench (1, 2, ...), which
+rstream keeps, so a confirm maps to its batch by arithmetic. Then, when ``singles`` is set, that
+many more messages go one at a time (a batch of one, confirmed before the next is sent): the
+publish latency without queueing.
 
 Consume: a fresh ``Consumer`` subscribes from ``OffsetType.FIRST`` with ``decoder=None`` (the
 callback gets each entry's raw bytes) and rstream's default credit (10 chunks, one more per
-chunk); the clock stops when the last offset arrives.
+chunk); the clock stops when the last message arrives. Counted, not found by its offset:
+offsets have gaps where a tracking chunk took one (a StoreOffset on the stream, which is how
+streamgate keeps a deduplicating publisher's sequence on the RabbitMQ backend).
 
 Message kinds: ``amqp`` (``AMQPMessage(body=payload)``, the interoperable default that other
 clients and the gateway's translators read as AMQP 1.0 data sections) or ``raw``
@@ -58,6 +62,9 @@ class RabbitStreamBenchResult:
     consume_seconds: float
     publish_p50_ms: float  # send_batch to the confirm of its last message
     publish_p99_ms: float
+    singles: int = 0  # published one at a time after the others (consumed counts them)
+    one_p50_ms: float = float("nan")  # send_batch of one message to its confirm
+    one_p99_ms: float = float("nan")
 
     def format(self) -> str:
         size = self.message_size
@@ -66,10 +73,15 @@ class RabbitStreamBenchResult:
             f"(batches of {self.batch}, {self.in_flight} in flight): "
             f"publish {self.confirmed / self.publish_seconds:,.0f} msg/s "
             f"({self.confirmed * size / 1e6 / self.publish_seconds:,.1f} MB/s), batch p50 "
-            f"{self.publish_p50_ms:.2f} ms p99 {self.publish_p99_ms:.2f} ms; "
+            f"{self.publish_p50_ms:.2f} ms p99 {self.publish_p99_ms:.2f} ms{self._one()}; "
             f"consume {self.consumed / self.consume_seconds:,.0f} msg/s "
             f"({self.consumed * size / 1e6 / self.consume_seconds:,.1f} MB/s)"
         )
+
+    def _one(self) -> str:
+        if not self.singles:
+            return ""
+        return f", one at a time p50 {self.one_p50_ms:.2f} ms p99 {self.one_p99_ms:.2f} ms"
 
 
 def _split(address: str) -> tuple[str, int]:
@@ -100,7 +112,7 @@ def _factory(kind: str, payload: bytes) -> Callable[[int], Any]:
 
 async def _publish(
     producer: Any, stream: str, *, payload: bytes, kind: str, batch: int, messages: int,
-    in_flight: int,
+    in_flight: int, reference: str | None,
 ) -> tuple[float, int, list[float]]:  # fmt: skip
     """Seconds until the last confirm, messages confirmed, and each batch's latency (sorted)."""
     from rstream import ConfirmationStatus
@@ -148,22 +160,56 @@ async def _publish(
         one = [make(publishing_id) for publishing_id in range(next_id, next_id + left[i])]
         next_id += left[i]
         started[i] = clock()
-        await send(stream, one, publisher_name=stream, on_publish_confirm=on_confirm)
+        await send(stream, one, publisher_name=reference, on_publish_confirm=on_confirm)
     await settle(batches, 0)
     seconds = clock() - t0
     latencies.sort()
     return seconds, confirmed, latencies
 
 
+async def _publish_singles(
+    producer: Any, stream: str, *, payload: bytes, kind: str, first_id: int, count: int,
+    reference: str | None,
+) -> list[float]:  # fmt: skip
+    """Publish ``count`` messages one at a time; each one's send-to-confirm latency, sorted."""
+    from rstream import ConfirmationStatus
+
+    confirmed = asyncio.Event()
+    failed: list[ConfirmationStatus] = []
+
+    def on_confirm(status: ConfirmationStatus) -> None:
+        if not status.is_confirmed:
+            failed.append(status)
+        confirmed.set()
+
+    make = _factory(kind, payload)
+    clock = time.perf_counter
+    latencies: list[float] = []
+    for publishing_id in range(first_id, first_id + count):
+        confirmed.clear()
+        t0 = clock()
+        await producer.send_batch(
+            stream, [make(publishing_id)], publisher_name=reference, on_publish_confirm=on_confirm
+        )
+        try:
+            await asyncio.wait_for(confirmed.wait(), STALL_S)
+        except TimeoutError:
+            raise RuntimeError(f"no confirm for {STALL_S:.0f} s (one at a time)") from None
+        latencies.append(clock() - t0)
+        if failed:
+            raise RuntimeError(f"a message was not confirmed: {failed[0]}")
+    latencies.sort()
+    return latencies
+
+
 async def _consume(
-    host: str, port: int, stream: str, *, payload: bytes, messages: int, username: str,
-    password: str,
+    host: str, port: int, stream: str, *, payload: bytes, messages: int, vhost: str,
+    username: str, password: str,
 ) -> tuple[float, int]:  # fmt: skip
-    """Seconds until the last offset arrived, and the messages received."""
+    """Seconds until the ``messages``-th message arrived, and the messages received."""
     from rstream import Consumer, ConsumerOffsetSpecification, MessageContext, OffsetType
 
-    consumer = Consumer(host, port, username=username, password=password)
-    last_offset = messages - 1
+    consumer = Consumer(host, port, vhost=vhost, username=username, password=password)
     done = asyncio.Event()
     got = 0
     last: list[bytes] = []
@@ -171,7 +217,7 @@ async def _consume(
     def on_message(entry: Any, context: MessageContext) -> None:  # entry: bytes (decoder None)
         nonlocal got
         got += 1
-        if context.offset >= last_offset:
+        if got == messages:
             last.append(bytes(entry))
             done.set()
 
@@ -199,24 +245,29 @@ async def _consume(
 
 async def _bench(
     address: str, *, size: int, kind: str, batch: int, in_flight: int, messages: int,
-    username: str, password: str,
+    singles: int, dedup: bool, vhost: str, username: str, password: str,
 ) -> RabbitStreamBenchResult:  # fmt: skip
     from rstream import Producer
 
     host, port = _split(address)
     stream = f"bench-{size}-{kind}-{uuid.uuid4().hex[:8]}"
     payload = os.urandom(size)
-    producer = Producer(host, port, username=username, password=password)
+    producer = Producer(host, port, vhost=vhost, username=username, password=password)
+    reference = stream if dedup else None
     await producer.start()
     try:
         await producer.create_stream(stream)
         publish_s, confirmed, latencies = await _publish(
             producer, stream, payload=payload, kind=kind, batch=batch, messages=messages,
-            in_flight=in_flight,
+            in_flight=in_flight, reference=reference,
+        )  # fmt: skip
+        one = await _publish_singles(
+            producer, stream, payload=payload, kind=kind, first_id=messages + 1, count=singles,
+            reference=reference,
         )  # fmt: skip
         consume_s, consumed = await _consume(
-            host, port, stream, payload=payload, messages=messages, username=username,
-            password=password,
+            host, port, stream, payload=payload, messages=messages + singles, vhost=vhost,
+            username=username, password=password,
         )  # fmt: skip
         await producer.delete_stream(stream)
     finally:
@@ -233,6 +284,9 @@ async def _bench(
         consume_seconds=consume_s,
         publish_p50_ms=_percentile(latencies, 0.50) * 1000,
         publish_p99_ms=_percentile(latencies, 0.99) * 1000,
+        singles=singles,
+        one_p50_ms=_percentile(one, 0.50) * 1000,
+        one_p99_ms=_percentile(one, 0.99) * 1000,
     )
 
 
@@ -244,21 +298,26 @@ def bench_rabbitmq_stream(
     batch: int = 1000,
     in_flight: int = 10,
     messages: int = 1_000_000,
+    singles: int = 0,
+    dedup: bool = True,
+    vhost: str = "/",
     username: str = "guest",
     password: str = "guest",
 ) -> RabbitStreamBenchResult:
-    """Publish ``messages`` to a fresh stream at ``address`` (host:port), then consume them."""
+    """Publish ``messages`` to a fresh stream at ``address`` (host:port), then ``singles`` one
+    at a time, then consume them all."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
-    if batch < 1 or in_flight < 1 or messages < 1:
-        raise ValueError("batch, in_flight and messages must be positive")
+    if batch < 1 or in_flight < 1 or messages < 1 or singles < 0:
+        raise ValueError("batch, in_flight and messages must be positive, singles not negative")
     entry = message_size + (_AMQP_OVERHEAD if kind == "amqp" else 0)
     if _PUBLISH_OVERHEAD + min(batch, messages) * (entry + _MESSAGE_OVERHEAD) > FRAME_MAX:
         # send_batch sends one frame whatever its size; the server would close the connection
         raise ValueError(f"{batch} messages of {message_size} B exceed one {FRAME_MAX} B frame")
     return asyncio.run(
         _bench(address, size=message_size, kind=kind, batch=batch, in_flight=in_flight,
-               messages=messages, username=username, password=password)
+               messages=messages, singles=singles, dedup=dedup, vhost=vhost,
+               username=username, password=password)
     )  # fmt: skip
 
 
