@@ -18,7 +18,8 @@ from gateway.backends import iggy_admin as admin
 from gateway.backends import iggy_data
 from gateway.backends.base import Capabilities
 from gateway.backends.iggy_pool import IggyTarget, Pool
-from gateway.mapping.iggy import WIRE_FORMAT, Lossy
+from gateway.mapping.iggy import WIRE_FORMAT
+from gateway.mapping.lossy import Lossy, ignore_lossy
 from gateway.model import (
     Append,
     AppendResult,
@@ -92,10 +93,6 @@ def parse_url(url: str) -> IggyTarget:
     )
 
 
-def _ignore(field: str) -> None:
-    pass
-
-
 class IggyBackend:
     name = "iggy"
 
@@ -108,7 +105,7 @@ class IggyBackend:
         request_timeout_s: float = 30.0,
         ping_interval_s: float = 2.0,
         max_message_bytes: int = 16 << 20,
-        lossy: Lossy = _ignore,
+        lossy: Lossy = ignore_lossy,
     ) -> None:
         self.target = target
         self.pool = Pool(

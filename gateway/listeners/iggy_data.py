@@ -197,10 +197,7 @@ def _polled(
     share an append time (Iggy stamps a batch once): the earliest timestamp in it, so polling
     by a timestamp read from a message returns that message's whole batch onward.
     """
-    lossy = s.conn.metrics.translation_lossy
-
-    def count_lossy(field: str) -> None:
-        lossy.labels("canonical", tr.PROTOCOL, field).inc()
+    count_lossy = s.conn.metrics.lossy(tr.PROTOCOL)
 
     fast = not s.legacy
     encoded: list[bytes] = []

@@ -210,10 +210,7 @@ def _end_of(batches: tuple[MessageBatch, ...], default: int) -> int:
 async def deliver(sub: Subscription, offset: int) -> None:
     """Deliver chunks from ``offset`` while there is credit, until cancelled."""
     s = sub.session
-    lossy = s.conn.metrics.translation_lossy
-
-    def count_lossy(what: str) -> None:
-        lossy.labels("canonical", tr.PROTOCOL, what).inc()
+    count_lossy = s.conn.metrics.lossy(tr.PROTOCOL)
 
     with trio.CancelScope() as scope:
         sub.scope = scope

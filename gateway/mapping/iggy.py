@@ -37,9 +37,6 @@ KEY_HEADER: Final = "streamgate.key"  # where a Kafka key goes, Iggy messages ha
 CONSUMER_PREFIX: Final = "iggy-consumer-"  # the canonical group of an Iggy single consumer
 _MAX_HEADER_BYTES: Final = 255  # Iggy header keys and values are 1..255 bytes (§2)
 
-_ignore = ignore_lossy
-
-
 # --- headers --------------------------------------------------------------------------------------
 
 # Canonical kinds outside Iggy's 1..15 (AMQP types) and the Iggy kind that carries them.
@@ -130,7 +127,7 @@ register_wire_format(WIRE_FORMAT, decode_wire)
 
 
 def to_iggy(
-    messages: Iterable[Message], lossy: Lossy = _ignore, *, append_timestamp: int | None = None
+    messages: Iterable[Message], lossy: Lossy = ignore_lossy, *, append_timestamp: int | None = None
 ) -> list[wire.Message]:
     """Canonical -> polled messages. The canonical timestamp is the origin timestamp; the append
     timestamp, shared by one stored batch in Iggy, is ``append_timestamp`` (default: the
