@@ -12,14 +12,16 @@ from prometheus_client import CollectorRegistry
 
 from gateway.admin_http import Health, serve_admin
 from gateway.backends import Backend
-from gateway.backends.url import create_backend, embedded_path
+from gateway.backends.base import BackendSettings
+from gateway.backends.embedded import embedded_path
+from gateway.backends.url import create_backend
 from gateway.config import Config
 from gateway.coordination import AssignedGroups, GroupCoordinator, UserStore
+from gateway.listeners.connection import Drain, Handler, Limits, ListenerInfo, serve_protocol
 from gateway.listeners.iggy import IggyService, IggySettings
 from gateway.listeners.kafka import KafkaService, KafkaSettings
 from gateway.listeners.rabbitmq_stream import RabbitStreamService, RabbitStreamSettings
 from gateway.listeners.rog import RogService
-from gateway.listeners.session import Drain, Handler, Limits, ListenerInfo, serve_protocol
 from gateway.metrics import Metrics
 from gateway.router import Router
 
@@ -69,14 +71,14 @@ def users_path(config: Config) -> str | None:
 
 def build_backend(config: Config) -> Backend:
     b = config.backend
-    return create_backend(
-        b.url,
+    settings = BackendSettings(
         fsync=b.fsync,
         segment_bytes=b.segment_bytes,
         retention_ms=_optional(b.retention_ms),
         retention_bytes=_optional(b.retention_bytes),
         max_message_bytes=b.max_message_bytes,
     )
+    return create_backend(b.url, settings)
 
 
 async def serve_gateway(

@@ -1,5 +1,6 @@
-"""Backend implementations behind the one ``Backend`` protocol, selected by URL."""
+"""Backend implementations behind the one ``Backend`` protocol, one package each, selected by
+URL (``gateway.backends.url``)."""
 
-from .base import Backend, Capabilities
+from .base import Backend, BackendSettings, BackendUrlError, Capabilities
 
-__all__ = ["Backend", "Capabilities"]
+__all__ = ["Backend", "BackendSettings", "BackendUrlError", "Capabilities"]

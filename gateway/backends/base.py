@@ -59,6 +59,22 @@ from gateway.model import (
 )
 
 
+class BackendUrlError(ValueError):
+    """A backend URL that cannot be used; the message is fit to show the user."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BackendSettings:
+    """What the gateway's configuration sets for whichever backend its URL selects (the store's
+    own settings apply to the embedded log; the topic defaults to backends that create topics)."""
+
+    fsync: str = "interval:1000"
+    segment_bytes: int = 64 << 20
+    retention_ms: int | None = None
+    retention_bytes: int | None = None
+    max_message_bytes: int = 16 << 20
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Capabilities:
     native_groups: bool = False  # False: gateway.coordination runs the group protocol

@@ -31,8 +31,8 @@ import statistics
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from gateway.backends.kafka_cluster import parse_url as parse_kafka_url
-from gateway.backends.rabbitmq_stream import parse_url as parse_rabbitmq_url
+from gateway.backends.kafka.cluster import parse_url as parse_kafka_url
+from gateway.backends.rabbitmq_stream.backend import parse_url as parse_rabbitmq_url
 from gateway.bench.kafka import KafkaBenchResult, bench_kafka, gateway_process
 from gateway.bench.rabbitmq_stream import RabbitStreamBenchResult, bench_rabbitmq_stream
 

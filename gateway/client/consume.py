@@ -14,12 +14,6 @@ from typing import BinaryIO, Final
 import trio
 
 from gateway.backends.base import Backend
-
-# A read may return a batch in the wire format it arrived in (the embedded store keeps Kafka,
-# Iggy and RabbitMQ Stream batches as sent): these modules register their decoders on import.
-from gateway.mapping import iggy as _iggy  # noqa: F401
-from gateway.mapping import kafka as _kafka  # noqa: F401
-from gateway.mapping import rabbitmq_stream as _rabbitmq_stream  # noqa: F401
 from gateway.model import (
     CommitOffset,
     FetchOffset,
@@ -30,6 +24,12 @@ from gateway.model import (
     Read,
     Topic,
 )
+
+# A read may return a batch in the wire format it arrived in (the embedded store keeps Kafka,
+# Iggy and RabbitMQ Stream batches as sent): these modules register their decoders on import.
+from gateway.translate.iggy import messages as _iggy  # noqa: F401
+from gateway.translate.kafka import messages as _kafka  # noqa: F401
+from gateway.translate.rabbitmq_stream import messages as _rabbitmq_stream  # noqa: F401
 
 from .background import background
 from .commands import Start

@@ -1,10 +1,11 @@
 """What the gateway provides on top of backends: group coordination, producer ids, users."""
 
+from gateway.model.permissions import Permissions
+from gateway.model.users import User, UserStatus, allowed
+
 from .assigned_groups import AssignedGroup, AssignedGroups
 from .groups import GroupCoordinator
-from .permissions import Permissions
 from .producer_ids import ProducerIds
-from .user_records import User, UserStatus, allowed
 from .users import UserStore
 
 __all__ = [

@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .permissions import permissions_from_json, permissions_to_json
-from .user_records import Account, TokenInfo, User, UserStatus
+from gateway.model.permissions import permissions_from_json, permissions_to_json
+from gateway.model.users import Account, TokenInfo, User, UserStatus
 
 FORMAT_VERSION = 1
 

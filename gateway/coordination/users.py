@@ -42,11 +42,11 @@ from gateway.model import (
     UserExists,
     UserInactive,
 )
+from gateway.model.permissions import GlobalPermissions, Permissions
+from gateway.model.users import Account, TokenInfo, User, UserStatus, allowed
 
 from . import user_store_file
 from .credentials import hash_password, new_token, token_digest, verify_password
-from .permissions import GlobalPermissions, Permissions
-from .user_records import Account, TokenInfo, User, UserStatus, allowed
 
 MECHANISMS = ("PLAIN",)  # advertised by the Kafka listener; authenticate() also takes "TOKEN"
 ROOT_ID = 0

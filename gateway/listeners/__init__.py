@@ -1,1 +1,2 @@
-"""trio listeners: sockets <-> codecs, sessions, limits; one module per protocol."""
+"""trio listeners: one package per protocol (sessions, handlers, auth) on the one connection
+pump in ``connection``."""

@@ -13,11 +13,11 @@ from collections import defaultdict
 
 import trio
 
-from gateway.listeners.session import Connection, Handler
-from gateway.mapping.lossy import Lossy, ignore_lossy
+from gateway.listeners.connection import Connection, Handler
 from gateway.model import GatewayError, OffsetOutOfRange
 from gateway.router import RequestContext, Router
 from gateway.translate import rog as tr
+from gateway.translate.lossy import Lossy, ignore_lossy
 from protocols._wire import NEED_DATA, RemoteProtocolError
 from protocols.rog import (
     COMMAND_NOT_CREATED,

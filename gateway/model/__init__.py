@@ -1,6 +1,5 @@
 """Canonical commands, results, messages, names and errors shared by every protocol and backend."""
 
-from . import batch_codec
 from .commands import *  # noqa: F403
 from .commands import __all__ as _commands_all
 from .errors import *  # noqa: F403
@@ -31,7 +30,6 @@ __all__ = [
     "MessageBatch",
     "Topic",
     "WireBatch",
-    "batch_codec",
     "check_name",
     "decode_wire",
     "register_wire_format",

@@ -6,7 +6,6 @@ Pure functions: the listener runs the commands in the order these functions desc
 
 from __future__ import annotations
 
-from gateway.mapping.lossy import Lossy, ignore_lossy
 from gateway.model import (
     DEFAULT_STREAM,
     Append,
@@ -25,6 +24,7 @@ from gateway.model import (
     UnknownStream,
     UnknownTopic,
 )
+from gateway.translate.lossy import Lossy, ignore_lossy
 from protocols.rog import (
     AT_LEAST_ONE_PARTITION,
     NO_DATA_LEFT,

@@ -13,8 +13,8 @@ import trio
 from prometheus_client import CollectorRegistry
 
 from gateway.app import Running, serve_gateway
-from gateway.backends.iggy import IggyBackend
-from gateway.backends.iggy_pool import IggyTarget
+from gateway.backends.iggy.backend import IggyBackend
+from gateway.backends.iggy.pool import IggyTarget
 from gateway.config import Config
 from tests.conftest import gateway_config
 

@@ -11,7 +11,9 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import trio
 
@@ -60,13 +62,26 @@ from gateway.model import (
     UpdateTopicResult,
 )
 
-from ..base import Capabilities, running
+from ..base import BackendSettings, BackendUrlError, Capabilities, running
 from . import catalog
 from .admin import Admin
 from .batch_format import FORMAT_IDS
 from .fsync import FsyncPolicy
 from .partition import LogConfig
 from .store import Store
+
+
+def embedded_path(url: str) -> Path:
+    """``embedded:./data``, ``embedded:/var/lib/x`` or ``embedded:///var/lib/x``."""
+    scheme, _, rest = url.partition(":")
+    if scheme.lower() != "embedded":
+        raise BackendUrlError(f"not an embedded: URL: {url!r}")
+    if rest.startswith("//"):
+        rest = urlsplit(url).path
+    rest = unquote(rest)
+    if not rest:
+        raise BackendUrlError("embedded backend URL needs a path, e.g. embedded:./data")
+    return Path(rest)
 
 
 class EmbeddedBackend:
@@ -108,6 +123,18 @@ class EmbeddedBackend:
             streams=True,
             max_message_bytes=defaults.max_message_bytes,
             wire_formats=frozenset(FORMAT_IDS),
+        )
+
+    @classmethod
+    def from_url(cls, url: str, settings: BackendSettings | None = None) -> EmbeddedBackend:
+        s = settings or BackendSettings()
+        return cls(
+            embedded_path(url),
+            fsync=s.fsync,
+            segment_bytes=s.segment_bytes,
+            retention_ms=s.retention_ms,
+            retention_bytes=s.retention_bytes,
+            max_message_bytes=s.max_message_bytes,
         )
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

@@ -32,7 +32,8 @@ from typing import Final, NamedTuple
 
 import crc32c
 
-from gateway.model import Message, batch_codec
+from gateway.backends.embedded import batch_codec
+from gateway.model import Message
 
 MAGIC: Final = 1
 HEADER_SIZE: Final = 56
@@ -43,11 +44,12 @@ MAX_BATCH_BYTES: Final = (1 << 31) - 1  # keeps positions within the u32 of the 
 # Wire formats a stored payload may be in. Adding a foreign format (Kafka record batches, ...)
 # is one entry here plus its decoder registered with ``gateway.model.register_wire_format``.
 # "kafka": one Kafka RecordBatch v2 exactly as the producer sent it (its base offset field is
-# the producer's; readers stamp the stored offset); the decoder is gateway.translate.kafka's.
+# the producer's; readers stamp the stored offset); the decoder is in
+# gateway.translate.kafka.messages.
 # "iggy": one Iggy era C batch as the producer sent it (256-byte header + frames, offset deltas
-# 0..n-1); readers stamp the header; the decoder is gateway.mapping.iggy's.
+# 0..n-1); readers stamp the header; the decoder is gateway.translate.iggy.messages's.
 # "rabbitmq_stream": the entries of one RabbitMQ Stream Publish as sent (simple entries and
-# sub-entry batches, still compressed); the decoder is gateway.mapping.rabbitmq_stream'.
+# sub-entry batches, still compressed); the decoder is gateway.translate.rabbitmq_stream.messages'.
 FORMAT_IDS: Final[dict[str, int]] = {
     batch_codec.FORMAT: 0, "kafka": 1, "iggy": 2, "rabbitmq_stream": 3,
 }  # fmt: skip

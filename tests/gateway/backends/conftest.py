@@ -15,8 +15,8 @@ import trio
 
 from gateway.backends.base import Backend
 from gateway.backends.embedded import open_embedded
-from gateway.backends.kafka import open_kafka
-from gateway.backends.rabbitmq_stream import open_rabbitmq_stream
+from gateway.backends.kafka.backend import open_kafka
+from gateway.backends.rabbitmq_stream.backend import open_rabbitmq_stream
 from tests.helpers.iggy_upstream import chained_iggy_backend
 from tests.helpers.rabbitmq_shared import shared_rabbitmq, stop_shared_rabbitmq
 from tests.helpers.tansu import running_tansu

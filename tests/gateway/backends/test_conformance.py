@@ -10,6 +10,7 @@ import trio
 import trio.testing
 
 from gateway.backends.base import Backend
+from gateway.backends.embedded import batch_codec
 from gateway.model import (
     DEFAULT_STREAM,
     AlreadyExists,
@@ -48,7 +49,6 @@ from gateway.model import (
     UnknownStream,
     UnknownTopic,
     WireBatch,
-    batch_codec,
 )
 
 

@@ -8,15 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from gateway.coordination.permissions import (
-    ACTIONS,
-    Action,
-    GlobalPermissions,
-    Permissions,
-    StreamPermissions,
-    TopicPermissions,
-    grants,
-)
 from gateway.coordination.users import ROOT_ID, UserStatus, UserStore, allowed
 from gateway.model import (
     AlreadyExists,
@@ -30,6 +21,15 @@ from gateway.model import (
     Unsupported,
     UserExists,
     UserInactive,
+)
+from gateway.model.permissions import (
+    ACTIONS,
+    Action,
+    GlobalPermissions,
+    Permissions,
+    StreamPermissions,
+    TopicPermissions,
+    grants,
 )
 
 SECOND_US = 1_000_000

@@ -19,8 +19,8 @@ from gateway.model import (
     UnknownUser,
     WireBatch,
 )
-from gateway.translate import iggy as tr
-from gateway.translate import iggy_topics as tt
+from gateway.translate.iggy import requests as tr
+from gateway.translate.iggy import topics as tt
 from protocols.iggy import Message as IggyMessage
 from protocols.iggy import PartitionId, SendMessages
 from protocols.iggy.batch import encode_batch

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
-from gateway.mapping.kafka import CARRIED_ID, WIRE_FORMAT, decode_wire, encode_messages
 from gateway.model import Header, HeaderKind, Message, WireBatch
+from gateway.translate.kafka.messages import CARRIED_ID, WIRE_FORMAT, decode_wire, encode_messages
 from gateway.translate.rog import first_message
 from protocols.kafka import decode_batch
 from protocols.rog import FetchOk

@@ -31,8 +31,8 @@ from gateway.model import (
     UnknownTopic,
     decode_wire,
 )
-from gateway.translate import rabbitmq_stream as tr
-from gateway.translate import rabbitmq_stream_messages as trm
+from gateway.translate.rabbitmq_stream import chunks as trm
+from gateway.translate.rabbitmq_stream import requests as tr
 from protocols.rabbitmq_stream import OffsetSpec as WireOffsetSpec
 from protocols.rabbitmq_stream import (
     OffsetType,

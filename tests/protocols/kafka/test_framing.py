@@ -418,7 +418,7 @@ def test_advertised_table_is_the_validated_one() -> None:
 
 @pytest.mark.parametrize("version", [3, 4])
 def test_documented_api_versions_answer(version: int) -> None:
-    """Built as gateway/listeners/kafka.py ``api_versions`` builds it, for the full §1.3 set."""
+    """Built as the Kafka listener's ``api_versions`` builds it, for the full §1.3 set."""
     request = KafkaServerCodec(ADVERTISED).decode_request(
         bytes.fromhex(DOCUMENTED_REQUESTS[0 if version == 3 else 2][0])[4:]
     )

@@ -10,7 +10,7 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.backends.embedded import EmbeddedBackend, open_embedded
+from gateway.backends.embedded import EmbeddedBackend, batch_codec, open_embedded
 from gateway.model import (
     Append,
     BackendUnavailable,
@@ -22,7 +22,6 @@ from gateway.model import (
     MessageTooLarge,
     Read,
     WireBatch,
-    batch_codec,
 )
 
 from .support import TOPIC, append, batch, create

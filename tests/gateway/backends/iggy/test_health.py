@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from gateway.app import Running
-from gateway.backends.iggy import IggyBackend
+from gateway.backends.iggy.backend import IggyBackend
 from gateway.model import (
     Append,
     BackendUnavailable,

@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.backends.iggy import IggyBackend, parse_url
-from gateway.backends.iggy_errors import error_of
-from gateway.backends.iggy_pool import IggyTarget
+from gateway.backends.iggy.backend import IggyBackend, parse_url
+from gateway.backends.iggy.pool import IggyTarget
 from gateway.backends.url import BackendUrlError, create_backend
-from gateway.mapping.iggy import consumer_group_name, consumer_of, next_offset
-from gateway.mapping.iggy_topics import options_of, topic_config, topic_info, topic_options
 from gateway.model import (
     BackendUnavailable,
     GatewayError,
@@ -25,8 +22,16 @@ from gateway.model import (
     UnknownTopic,
     Unsupported,
 )
-from gateway.translate.iggy import status_of
-from gateway.translate.iggy_topics import topic_details
+from gateway.translate.iggy.errors import error_of
+from gateway.translate.iggy.messages import consumer_group_name, consumer_of, next_offset
+from gateway.translate.iggy.requests import status_of
+from gateway.translate.iggy.topic_settings import (
+    options_of,
+    topic_config,
+    topic_info,
+    topic_options,
+)
+from gateway.translate.iggy.topics import topic_details
 from protocols.iggy import Consumer, ConsumerKind
 from protocols.iggy.status import Status
 

@@ -10,8 +10,8 @@ import pytest
 import trio
 
 from gateway.app import Running
-from gateway.backends.iggy import IggyBackend
-from gateway.listeners import iggy_data
+from gateway.backends.iggy.backend import IggyBackend
+from gateway.listeners.iggy import data as iggy_data
 from gateway.model import (
     Append,
     CommitOffset,

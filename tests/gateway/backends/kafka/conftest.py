@@ -11,7 +11,7 @@ import pytest
 import trio
 from kio.index import load_request_schema
 
-from gateway.backends.kafka import KafkaBackend, open_kafka
+from gateway.backends.kafka.backend import KafkaBackend, open_kafka
 from protocols._wire import NEED_DATA
 from protocols.kafka.build import build
 from protocols.kafka.framing import KafkaClientCodec, KafkaResponse

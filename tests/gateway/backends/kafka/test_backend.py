@@ -10,9 +10,8 @@ import uuid
 import pytest
 import trio
 
-from gateway.backends.kafka import KafkaBackend, parse_url
+from gateway.backends.kafka.backend import KafkaBackend, parse_url
 from gateway.backends.url import BackendUrlError, create_backend
-from gateway.mapping.kafka import CARRIED_ID, CARRIED_KINDS, CARRIED_MICROS
 from gateway.model import (
     DEFAULT_STREAM,
     Append,
@@ -40,6 +39,7 @@ from gateway.model import (
     UpdateTopic,
     WireBatch,
 )
+from gateway.translate.kafka.messages import CARRIED_ID, CARRIED_KINDS, CARRIED_MICROS
 from protocols.kafka import (
     Compression,
     Record,

@@ -14,7 +14,7 @@ from confluent_kafka import TIMESTAMP_CREATE_TIME, Consumer, Producer, TopicPart
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from gateway.app import Running
-from gateway.mapping.kafka import CARRIED_KINDS
+from gateway.translate.kafka.messages import CARRIED_KINDS
 from tests.gateway.listeners.rabbitmq_stream.conftest import run_client
 from tests.gateway.listeners.rabbitmq_stream.test_bridge import (
     COUNT,
@@ -23,7 +23,7 @@ from tests.gateway.listeners.rabbitmq_stream.test_bridge import (
     publish_with_rstream,
     read_with_rstream,
 )
-from tests.gateway.listeners.test_session import start
+from tests.gateway.listeners.test_connection import start
 from tests.helpers.tansu import Tansu
 
 from .conftest import direct

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from gateway.backends.kafka import KafkaBackend, open_kafka
+from gateway.backends.kafka.backend import KafkaBackend, open_kafka
 from gateway.model import (
     DEFAULT_STREAM,
     Append,

@@ -17,7 +17,7 @@ import trio
 from prometheus_client import CollectorRegistry
 
 from gateway.app import Running, serve_gateway
-from gateway.backends.rabbitmq_stream import RabbitStreamBackend
+from gateway.backends.rabbitmq_stream.backend import RabbitStreamBackend
 from tests.conftest import gateway_config
 from tests.helpers.rabbitmq_server import PASSWORD, USER
 from tests.helpers.rabbitmq_shared import SharedRabbitMQ, shared_rabbitmq

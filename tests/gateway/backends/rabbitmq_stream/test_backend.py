@@ -13,11 +13,11 @@ import trio
 import trio.testing
 from rstream import RawMessage
 
-from gateway.backends import rabbitmq_stream_streams
-from gateway.backends.rabbitmq_stream import RabbitUrlError, open_rabbitmq_stream, parse_url
-from gateway.backends.rabbitmq_stream_conn import Connection
-from gateway.backends.rabbitmq_stream_publisher import Publisher
-from gateway.mapping.rabbitmq_stream import WIRE_FORMAT, stored_batch
+from gateway.backends.base import BackendUrlError
+from gateway.backends.rabbitmq_stream import streams as rabbitmq_stream_streams
+from gateway.backends.rabbitmq_stream.backend import open_rabbitmq_stream, parse_url
+from gateway.backends.rabbitmq_stream.conn import Connection
+from gateway.backends.rabbitmq_stream.publisher import Publisher
 from gateway.model import (
     Append,
     AppendResult,
@@ -33,6 +33,7 @@ from gateway.model import (
     Read,
     Topic,
 )
+from gateway.translate.rabbitmq_stream.messages import WIRE_FORMAT, stored_batch
 from protocols.rabbitmq_stream.chunk import SimpleEntry, encode_entry
 from tests.helpers.rabbitmq_shared import shared_rabbitmq
 
@@ -51,7 +52,7 @@ def test_url() -> None:
     assert (s.port, s.username, s.password, s.vhost) == (5552, "guest", "guest", "prod")
     assert parse_url("rabbitmq-stream://h:1").vhost == "/"
     for bad in ("kafka://h:1", "rabbitmq-stream:///x", "rabbitmq-stream://h:1/?heartbeat=x"):
-        with pytest.raises(RabbitUrlError):
+        with pytest.raises(BackendUrlError):
             parse_url(bad)
 
 

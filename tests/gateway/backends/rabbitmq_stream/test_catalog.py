@@ -1,4 +1,4 @@
-"""The RabbitMQ backend's catalog (gateway/backends/rabbitmq_stream_catalog.py): names, and the
+"""The RabbitMQ backend's catalog (gateway/backends/rabbitmq_stream/catalog.py): names, and the
 state its JSON records build. Pure: no broker."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gateway.backends.rabbitmq_stream_catalog import (
+from gateway.backends.rabbitmq_stream.catalog import (
     CATALOG_STREAM,
     Catalog,
     TopicEntry,

@@ -8,9 +8,9 @@ from typing import cast
 import trio
 import trio.testing
 
-from gateway.backends.rabbitmq_stream_conn import Connection
-from gateway.backends.rabbitmq_stream_streams import Kept
-from gateway.backends.rabbitmq_stream_tail import Tail
+from gateway.backends.rabbitmq_stream.conn import Connection
+from gateway.backends.rabbitmq_stream.streams import Kept
+from gateway.backends.rabbitmq_stream.tail import Tail
 from gateway.model import GatewayError
 
 NO_CONNECTION = cast(Connection, None)  # neither Kept nor these Tail methods touch it

@@ -2,7 +2,7 @@
 published with rstream 1.1.1 is read completely with Rog, apache-iggy 0.9.0 and confluent-kafka,
 and what Kafka and Iggy clients write is read with rstream; values, properties and times intact.
 
-The mapping (gateway/translate/rabbitmq_stream_messages.py): virtual host ``/`` is the canonical
+The mapping (gateway/translate/rabbitmq_stream/chunks.py): virtual host ``/`` is the canonical
 stream ``default``, a RabbitMQ stream the topic of the same name (partition 0). The AMQP data body
 is the value; application properties are typed headers (an AMQP int is a 4-byte little-endian
 INT32 header, a long an INT64, a string a STRING: Kafka gets their bytes, Iggy their kinds);

@@ -24,7 +24,7 @@ from rstream.exceptions import PreconditionFailed
 
 from gateway.app import Running
 from gateway.model import Read, Topic
-from gateway.translate.rabbitmq_stream_messages import WIRE_FORMAT, wire_entries
+from gateway.translate.rabbitmq_stream.chunks import WIRE_FORMAT, wire_entries
 from protocols.rabbitmq_stream.chunk import SubEntryBatch
 
 from .conftest import rstream_kwargs, run_client

@@ -1,0 +1,387 @@
+"""The Kafka backend: canonical commands on a real Kafka-compatible broker (DESIGN.md §4), through
+the client role of ``protocols.kafka`` (kio messages, the record-batch codec).
+
+URL ``kafka://host:port[,host:port...][?option=value&...]``; options: ``client_id``,
+``request_timeout_ms`` (10000), ``connect_timeout_ms`` (5000), ``metadata_max_age_ms`` (5000),
+``long_poll_slice_ms`` (100) and ``broker`` (``kafka``, or ``tansu`` to work around Tansu's
+wrong ListOffsets answers, see ``kafka_fetch`` and kafka.md §5).
+
+Namespace: Kafka has one, so this backend has exactly one stream, ``default``
+(``capabilities.streams`` is False): the canonical topic ``default/x`` is the Kafka topic ``x``,
+unchanged, so Kafka clients see the same names through the gateway and directly; a command that
+names any other stream fails with ``Unsupported``. A prefix mapping (``<stream>.<topic>``) was
+rejected: dots are common in Kafka topic names, so listing could not tell stream ``a`` topic
+``b`` from topic ``a.b``, and an empty stream (Iggy's CreateStream) has nothing in Kafka to exist
+as. ``list_streams`` answers the one stream (id 0) with every topic.
+
+Groups: ``native_groups`` is False, the gateway's own coordinator runs Join/Sync/Heartbeat on
+top and the broker never sees its members. Offsets are the broker's (``native_offsets``): each
+commit is a standalone one (generation -1, no member) sent to the group's coordinator.
+
+What Kafka cannot do is ``Unsupported``: renaming topics or streams, removing partitions, and
+whatever the broker does not implement: CreatePartitions and OffsetDelete are checked against
+its ApiVersions (without OffsetDelete an offset is deleted by committing -1, which OffsetFetch
+reports as "none"); DeleteRecords, which Tansu advertises but drops the connection on, goes
+on a connection of its own, and a drop while the broker still answers is Unsupported.
+
+Idempotent producers are not offered (``capabilities.idempotent_producers`` False): the
+gateway hands out producer ids itself, a broker only takes its own (InitProducerId, which
+Tansu answers from v3 on only), and a broker answers a duplicate with
+DUPLICATE_SEQUENCE_NUMBER, not with the original offsets the canonical dedup promises;
+batches are sent with their producer fields cleared (``kafka_data``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import trio
+from kio.schema.errors import ErrorCode
+
+from gateway.backends.base import BackendSettings, Capabilities, running
+from gateway.backends.kafka.cluster import (
+    CREATE_PARTITIONS,
+    CREATE_TOPICS,
+    DELETE_RECORDS,
+    DELETE_TOPICS,
+    INCREMENTAL_ALTER_CONFIGS,
+    LIST_GROUPS,
+    TOPIC_RESOURCE,
+    Api,
+    Cluster,
+    TopicMeta,
+    parse_url,
+)
+from gateway.backends.kafka.data import DataPath
+from gateway.backends.kafka.offsets import GroupOffsets
+from gateway.model import (
+    DEFAULT_STREAM,
+    Append,
+    AppendResult,
+    BackendUnavailable,
+    CommitOffset,
+    CommitOffsetResult,
+    CreatePartitions,
+    CreatePartitionsResult,
+    CreateStream,
+    CreateStreamResult,
+    CreateTopic,
+    CreateTopicResult,
+    DeleteOffset,
+    DeleteOffsetResult,
+    DeletePartitions,
+    DeletePartitionsResult,
+    DeleteStream,
+    DeleteStreamResult,
+    DeleteTopic,
+    DeleteTopicResult,
+    DescribeTopic,
+    DescribeTopicResult,
+    FetchOffset,
+    FetchOffsetResult,
+    GatewayError,
+    InvalidPartitions,
+    ListOffsets,
+    ListOffsetsResult,
+    ListStreams,
+    ListStreamsResult,
+    ListTopics,
+    ListTopicsResult,
+    PartitionInfo,
+    PurgeStream,
+    PurgeStreamResult,
+    PurgeTopic,
+    PurgeTopicResult,
+    Read,
+    ReadResult,
+    Stats,
+    StatsResult,
+    StreamExists,
+    StreamInfo,
+    Topic,
+    TopicInfo,
+    UnknownTopic,
+    Unsupported,
+    UpdateStream,
+    UpdateStreamResult,
+    UpdateTopic,
+    UpdateTopicResult,
+    check_name,
+)
+from gateway.translate.kafka.messages import (
+    WIRE_FORMAT,
+    check_topic_name,
+    config_settings,
+    gateway_error,
+)
+
+_METADATA_WAIT_S = 5.0  # a new topic's metadata may lag its creation on a real cluster
+
+
+class KafkaBackend:
+    name = "kafka"
+
+    def __init__(self, url: str, *, max_message_bytes: int = 16 << 20) -> None:
+        servers, options = parse_url(url)
+        self._cluster = Cluster(servers, options)
+        self._data = DataPath(self._cluster)
+        self._offsets = GroupOffsets(self._cluster)
+        self.capabilities = Capabilities(
+            native_groups=False,
+            native_offsets=True,
+            timestamp_index=not options.tansu,
+            idempotent_producers=False,
+            streams=False,
+            max_message_bytes=max_message_bytes,
+            wire_formats=frozenset({WIRE_FORMAT}),
+        )
+
+    @classmethod
+    def from_url(cls, url: str, settings: BackendSettings | None = None) -> KafkaBackend:
+        s = settings or BackendSettings()
+        return cls(url, max_message_bytes=s.max_message_bytes)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        await self._cluster.run(task_status=task_status)
+
+    @property
+    def cluster_failure(self) -> str | None:
+        """Why the cluster is unreachable now, None while it answers."""
+        return self._cluster.failure
+
+    async def ping(self) -> None:
+        try:
+            await self._cluster.connect()
+        except GatewayError as exc:
+            raise BackendUnavailable(exc.message) from None
+
+    # --- names ----------------------------------------------------------------------------------
+
+    @staticmethod
+    def _kafka_name(topic: Topic) -> str:
+        _one_stream(topic.stream)
+        return check_name("topic", topic.name)
+
+    async def _admin(self, api: Api, values: dict[str, Any]) -> Any:
+        return await self._cluster.request(api, values, node=self._controller())
+
+    def _controller(self) -> int | None:
+        c = self._cluster
+        return c.controller if c.controller in c.brokers else None
+
+    def _timeout_ms(self) -> int:
+        return int(self._cluster.options.request_timeout_s * 1000)
+
+    # --- streams: the one namespace -------------------------------------------------------------
+
+    async def create_stream(self, cmd: CreateStream) -> CreateStreamResult:
+        _one_stream(cmd.stream)
+        raise StreamExists(f"the kafka backend's one stream {DEFAULT_STREAM!r} always exists")
+
+    async def delete_stream(self, cmd: DeleteStream) -> DeleteStreamResult:
+        _one_stream(cmd.stream)
+        raise Unsupported("the kafka backend's one stream cannot be deleted")
+
+    async def update_stream(self, cmd: UpdateStream) -> UpdateStreamResult:
+        _one_stream(cmd.stream)
+        raise Unsupported("the kafka backend's one stream cannot be renamed")
+
+    async def purge_stream(self, cmd: PurgeStream) -> PurgeStreamResult:
+        _one_stream(cmd.stream)
+        for info in (await self.list_topics(ListTopics(stream=cmd.stream))).topics:
+            await self.purge_topic(PurgeTopic(topic=info.topic))
+        return PurgeStreamResult()
+
+    async def list_streams(self, cmd: ListStreams) -> ListStreamsResult:
+        topics = (await self.list_topics(ListTopics())).topics
+        return ListStreamsResult(streams=(StreamInfo(name=DEFAULT_STREAM, id=0, topics=topics),))
+
+    # --- topics ---------------------------------------------------------------------------------
+
+    async def _infos(self, metas: list[TopicMeta]) -> tuple[TopicInfo, ...]:
+        bounds = await self._data.fetcher.bounds(
+            [(m.name, p, leader) for m in metas for p, leader in enumerate(m.leaders)]
+        )
+        return tuple(
+            TopicInfo(
+                topic=Topic(DEFAULT_STREAM, m.name),
+                id=m.id,
+                partitions=tuple(
+                    PartitionInfo(partition=p, log_start_offset=start, next_offset=end)
+                    for p in range(len(m.leaders))
+                    for start, end in (bounds[m.name, p],)
+                ),
+                config=m.config,
+            )
+            for m in metas
+        )
+
+    async def _info(self, name: str) -> TopicInfo:
+        return (await self._infos([await self._cluster.topic(name, fresh=True)]))[0]
+
+    async def create_topic(self, cmd: CreateTopic) -> CreateTopicResult:
+        name = self._kafka_name(cmd.topic)
+        check_topic_name(name)
+        if cmd.partitions <= 0:
+            raise InvalidPartitions(f"a topic needs at least one partition, not {cmd.partitions}")
+        settings = config_settings(cmd.config)
+        answer = await self._admin(
+            CREATE_TOPICS,
+            {"topics": [{"name": name, "num_partitions": cmd.partitions,
+                         "replication_factor": -1 if self._cluster.version(CREATE_TOPICS) >= 4
+                         else 1,
+                         "configs": [{"name": k, "value": v} for k, v in settings.items()]}],
+             "timeout": self._timeout_ms(), "validate_only": False},
+        )  # fmt: skip
+        result = answer.topics[0]
+        if result.error_code is not ErrorCode.none:
+            raise gateway_error(result.error_code, getattr(result, "error_message", None))
+        with self._cluster.watchdog.bound(_METADATA_WAIT_S):
+            while True:
+                try:
+                    return CreateTopicResult(info=await self._info(name))
+                except (UnknownTopic, BackendUnavailable):
+                    await trio.sleep(0.05)
+        raise BackendUnavailable(f"topic {name!r} was created but has no metadata yet")
+
+    async def delete_topic(self, cmd: DeleteTopic) -> DeleteTopicResult:
+        name = self._kafka_name(cmd.topic)
+        answer = await self._admin(
+            DELETE_TOPICS, {"topic_names": [name], "timeout": self._timeout_ms()}
+        )
+        self._cluster.forget(name)
+        self._data.wakeups.notify(name)
+        code = answer.responses[0].error_code
+        if code is not ErrorCode.none:
+            raise gateway_error(code, f"topic {name!r}")
+        return DeleteTopicResult()
+
+    async def list_topics(self, cmd: ListTopics) -> ListTopicsResult:
+        if cmd.stream is not None:
+            _one_stream(cmd.stream)
+        metas = await self._cluster.load_topics(None)
+        return ListTopicsResult(topics=await self._infos(sorted(metas.values(), key=_by_name)))
+
+    async def describe_topic(self, cmd: DescribeTopic) -> DescribeTopicResult:
+        return DescribeTopicResult(info=await self._info(self._kafka_name(cmd.topic)))
+
+    async def update_topic(self, cmd: UpdateTopic) -> UpdateTopicResult:
+        name = self._kafka_name(cmd.topic)
+        if cmd.new_name not in (None, name):
+            raise Unsupported("Kafka cannot rename a topic")
+        await self._cluster.topic(name, fresh=True)
+        configs = [
+            {"name": k, "config_operation": 0, "value": v}  # 0 = SET (KIP-339)
+            for k, v in config_settings(cmd.config).items()
+        ]
+        answer = await self._admin(
+            INCREMENTAL_ALTER_CONFIGS,
+            {"resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": name,
+                            "configs": configs}], "validate_only": False},
+        )  # fmt: skip
+        result = answer.responses[0]
+        if result.error_code is not ErrorCode.none:
+            raise gateway_error(result.error_code, result.error_message)
+        return UpdateTopicResult(info=await self._info(name))
+
+    async def create_partitions(self, cmd: CreatePartitions) -> CreatePartitionsResult:
+        name = self._kafka_name(cmd.topic)
+        self._cluster.version(CREATE_PARTITIONS)  # Unsupported before anything is sent
+        current = len((await self._cluster.topic(name, fresh=True)).leaders)
+        if cmd.total <= current:
+            raise InvalidPartitions(f"topic has {current} partitions, cannot grow to {cmd.total}")
+        answer = await self._admin(
+            CREATE_PARTITIONS,
+            {"topics": [{"name": name, "count": cmd.total, "assignments": None}],
+             "timeout": self._timeout_ms(), "validate_only": False},
+        )  # fmt: skip
+        result = answer.results[0]
+        if result.error_code is not ErrorCode.none:
+            raise gateway_error(result.error_code, result.error_message)
+        return CreatePartitionsResult(info=await self._info(name))
+
+    async def delete_partitions(self, cmd: DeletePartitions) -> DeletePartitionsResult:
+        self._kafka_name(cmd.topic)
+        raise Unsupported("Kafka cannot remove partitions from a topic")
+
+    async def purge_topic(self, cmd: PurgeTopic) -> PurgeTopicResult:
+        name = self._kafka_name(cmd.topic)
+        meta = await self._cluster.topic(name, fresh=True)
+        for leader in sorted(set(meta.leaders)):
+            partitions = [p for p, node in enumerate(meta.leaders) if node == leader]
+            answer = await self._cluster.request_alone(
+                DELETE_RECORDS,
+                {"topics": [{"name": name, "partitions": [
+                    {"partition_index": p, "offset": -1} for p in partitions]}],  # -1 = the end
+                 "timeout": self._timeout_ms()},
+                node=leader,
+            )  # fmt: skip
+            for part in answer.topics[0].partitions:
+                if part.error_code is not ErrorCode.none:
+                    raise gateway_error(part.error_code, f"{name}[{part.partition_index}]")
+        return PurgeTopicResult()
+
+    # --- data -----------------------------------------------------------------------------------
+
+    async def append(self, cmd: Append) -> AppendResult:
+        return await self._data.append(self._kafka_name(cmd.topic), cmd)
+
+    async def read(self, cmd: Read) -> ReadResult:
+        return await self._data.read(self._kafka_name(cmd.topic), cmd)
+
+    async def list_offsets(self, cmd: ListOffsets) -> ListOffsetsResult:
+        return await self._data.list_offsets(self._kafka_name(cmd.topic), cmd)
+
+    # --- consumer offsets (kafka_offsets) -------------------------------------------------------
+
+    async def commit_offset(self, cmd: CommitOffset) -> CommitOffsetResult:
+        name = self._kafka_name(cmd.topic)
+        await self._offsets.commit(cmd.group, name, cmd.partition, cmd.offset, cmd.metadata)
+        return CommitOffsetResult()
+
+    async def fetch_offset(self, cmd: FetchOffset) -> FetchOffsetResult:
+        name = self._kafka_name(cmd.topic)
+        offset, metadata = await self._offsets.fetch(cmd.group, name, cmd.partition)
+        return FetchOffsetResult(offset=offset, metadata=metadata)
+
+    async def delete_offset(self, cmd: DeleteOffset) -> DeleteOffsetResult:
+        await self._offsets.delete(cmd.group, self._kafka_name(cmd.topic), cmd.partition)
+        return DeleteOffsetResult()
+
+    async def stats(self, cmd: Stats) -> StatsResult:
+        topics = (await self.list_topics(ListTopics())).topics
+        groups = await self._admin(LIST_GROUPS, {"states_filter": []})
+        if groups.error_code is not ErrorCode.none:
+            raise gateway_error(groups.error_code, "list groups")
+        return StatsResult(
+            streams=1,
+            topics=len(topics),
+            partitions=sum(t.partition_count for t in topics),
+            messages=sum(t.message_count for t in topics),
+            size_bytes=0,  # needs DescribeLogDirs, which this backend does not use (yet)
+            consumer_groups=len(groups.groups),
+        )
+
+
+def _one_stream(stream: str) -> None:
+    if stream != DEFAULT_STREAM:
+        raise Unsupported(
+            f"the kafka backend has one namespace, the stream {DEFAULT_STREAM!r}, "
+            f"not {stream!r} (Kafka has no streams)"
+        )
+
+
+def _by_name(meta: TopicMeta) -> str:
+    return meta.name
+
+
+@asynccontextmanager
+async def open_kafka(url: str, **kw: Any) -> AsyncIterator[KafkaBackend]:
+    """Start the backend (it reports started even while the cluster is down), yield it, stop."""
+    async with running(KafkaBackend(url, **kw)) as started:
+        yield started
+
+
+__all__ = ["KafkaBackend", "open_kafka", "parse_url"]

@@ -1,0 +1,173 @@
+"""One RabbitMQ publisher (rabbitmq-stream.md §5 Publishing): DeclarePublisher without a
+reference (the gateway does not deduplicate: ``idempotent_producers`` is False), Publish v1
+frames within the negotiated frame_max, and the wait for PublishConfirm / PublishError of every
+publishing id. Publish v2 is never sent: 3.10 would close the connection (§10).
+
+Publishing ids are numbered per publisher from 1; a batch takes a contiguous range, so a confirm
+finds its batch by bisection. The publisher dies with its connection or its stream
+(MetadataUpdate): every waiting batch then fails with ``BackendUnavailable`` (retriable).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+from typing import Final
+
+import trio
+
+from gateway.backends.rabbitmq_stream.conn import Connection, check, code_name, error_of
+from gateway.model import (
+    BackendUnavailable,
+    CorruptMessage,
+    GatewayError,
+    MessageTooLarge,
+    Timeout,
+)
+from protocols import rabbitmq_stream as rs
+from protocols._wire import LocalProtocolError
+
+CONFIRM_TIMEOUT_S: Final = 30.0  # for every confirm of one batch
+_FRAME_OVERHEAD: Final = 2 + 2 + 1 + 4  # key, version, publisher id, entry count (frame_max)
+_ITEM_OVERHEAD: Final = 8  # the publishing id before each entry
+
+
+class Batch:
+    """Publishing ids ``first .. first + count - 1``, waiting for their confirms."""
+
+    __slots__ = ("count", "done", "error", "first", "on_error", "remaining")
+
+    def __init__(self, first: int, count: int, on_error: Callable[[], None] | None) -> None:
+        self.first = first
+        self.count = count
+        self.remaining = count
+        self.done = trio.Event()
+        self.error: GatewayError | None = None
+        self.on_error = on_error  # called as soon as it fails (by the connection's reader)
+
+
+class Publisher:
+    def __init__(self, conn: Connection, stream: str) -> None:
+        self.conn = conn
+        self.stream = stream
+        self.id = -1
+        self.lock = trio.Lock()  # held while a batch is registered and sent: Publish in order
+        self.error: GatewayError | None = None
+        self._next_id = 1
+        self._starts: list[int] = []
+        self._batches: list[Batch] = []
+
+    @classmethod
+    async def declare(cls, conn: Connection, stream: str) -> Publisher:
+        publisher = cls(conn, stream)
+        publisher.id = conn.add_publisher(publisher)
+        try:
+            reply = await conn.call(
+                lambda c: rs.DeclarePublisher(
+                    correlation_id=c, publisher_id=publisher.id, reference="", stream=stream
+                )
+            )
+            check(reply, f"DeclarePublisher on {stream!r}")
+        except BaseException:
+            conn.remove_publisher(publisher.id, delete=False)
+            raise
+        return publisher
+
+    @property
+    def usable(self) -> bool:
+        return self.error is None and self.conn.alive
+
+    @property
+    def idle(self) -> bool:
+        """No batch out or being sent: may be closed now."""
+        return not self._batches and not self.lock.locked()
+
+    def drop(self, why: GatewayError) -> None:
+        self.conn.remove_publisher(self.id)
+        self.closed(why)
+
+    # --- publishing ------------------------------------------------------------------------------
+
+    async def send(self, stored: bytes, on_error: Callable[[], None] | None = None) -> Batch:
+        """Send the entries ``stored`` (encoded as a chunk holds them; call with ``lock`` held
+        so batches go out in order); then ``await wait(batch)``. ``on_error`` runs the moment
+        the batch fails."""
+        if self.error is not None:
+            raise self.error
+        try:
+            frames, count, largest = rs.publish_frames(
+                self.id, self._next_id, stored, self.conn.frame_max
+            )
+        except LocalProtocolError as exc:
+            raise CorruptMessage(f"entries to publish: {exc}") from None
+        if largest + _ITEM_OVERHEAD > self.conn.frame_max - _FRAME_OVERHEAD:
+            raise MessageTooLarge(f"a {largest}-byte entry does not fit frame_max")
+        batch = Batch(self._next_id, count, on_error)
+        self._next_id += count
+        self._starts.append(batch.first)
+        self._batches.append(batch)
+        try:
+            for frame in frames:
+                await self.conn.send_encoded(frame)
+        except BaseException:
+            # Cancelled or failed while the outbox was full: part of it may be out, the rest
+            # never will, so no confirm settles it. Settled here, or the publisher is never
+            # idle again and the batch is kept for as long as the connection lives.
+            self._settle(batch, BackendUnavailable(f"Publish to {self.stream!r} not all sent"))
+            raise
+        return batch
+
+    async def wait(self, batch: Batch) -> None:
+        """Wait until the broker confirmed every entry of ``batch``; its failure otherwise."""
+        with self.conn.watchdog.bound(CONFIRM_TIMEOUT_S):
+            await batch.done.wait()
+        if not batch.done.is_set():
+            self._settle(batch, Timeout(f"no PublishConfirm within {CONFIRM_TIMEOUT_S} s"))
+        if batch.error is not None:
+            raise batch.error
+
+    # --- the connection's callbacks (PublishSink) ----------------------------------------------
+
+    def _find(self, publishing_id: int) -> Batch | None:
+        i = bisect.bisect_right(self._starts, publishing_id) - 1
+        if i < 0:
+            return None
+        batch = self._batches[i]
+        return batch if publishing_id < batch.first + batch.count else None
+
+    def _settle(self, batch: Batch, error: GatewayError | None = None) -> None:
+        if error is not None and batch.error is None:
+            batch.error = error
+            if batch.on_error is not None:
+                batch.on_error()
+        batch.done.set()
+        i = bisect.bisect_left(self._starts, batch.first)
+        if i < len(self._batches) and self._batches[i] is batch:
+            del self._starts[i], self._batches[i]
+
+    def confirmed(self, ids: tuple[int, ...]) -> None:
+        batch: Batch | None = None
+        for publishing_id in ids:  # mostly in order: the last batch found is tried first
+            if batch is None or not batch.first <= publishing_id < batch.first + batch.count:
+                batch = self._find(publishing_id)
+                if batch is None:
+                    continue
+            batch.remaining -= 1
+            if batch.remaining <= 0:
+                self._settle(batch)
+                batch = None
+
+    def failed(self, errors: tuple[rs.PublishingError, ...]) -> None:
+        for e in errors:
+            batch = self._find(e.publishing_id)
+            if batch is not None:
+                what = f"Publish to {self.stream!r} ({code_name(e.code)})"
+                self._settle(batch, error_of(e.code, what))
+
+    def closed(self, why: GatewayError) -> None:
+        self.error = why
+        for batch in list(self._batches):
+            self._settle(batch, why)
+
+
+__all__ = ["Batch", "Publisher"]

@@ -1,0 +1,130 @@
+"""Iggy consumer groups (iggy.md §5.8): server-side groups, partitions assigned by the gateway.
+
+Members are connections (their client ids). Partition p goes to member p mod n in join order and
+is reassigned whenever a member joins, leaves or disconnects, or the topic's partition count
+changes; SyncConsumerGroup tells a current client its share. Groups are kept in memory (a
+restarted gateway starts without them; ``consumer_group()`` recreates its group), while their
+committed offsets live in the backend under the group's name.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from gateway.coordination import AssignedGroup
+from gateway.model import NotFound, UnknownGroup
+from protocols.iggy import frames_groups as fg
+
+if TYPE_CHECKING:
+    from gateway.listeners.iggy.catalog import ResolvedTopic
+    from gateway.listeners.iggy.service import Session
+
+
+async def _topic(s: Session, stream: Any, topic: Any) -> ResolvedTopic:
+    found = await s.catalog.topic(stream, topic, s.ctx, fresh=True)
+    s.service.group_ids[(found.name.stream, found.name.name)] = (found.stream.id, found.topic.id)
+    return found
+
+
+def _sized(s: Session, found: ResolvedTopic) -> None:
+    """Partitions added or removed through another protocol: the groups follow."""
+    for group in s.groups.list(found.name.stream, found.name.name):
+        if group.partitions != found.topic.partition_count:
+            s.groups.resize(found.name.stream, found.name.name, found.topic.partition_count)
+            return
+
+
+def _details(s: Session, group: AssignedGroup) -> fg.ConsumerGroupDetails:
+    assignment = group.assignment()
+    shift = s.partition_shift
+    return fg.ConsumerGroupDetails(
+        group=_summary(group),
+        members=tuple(
+            fg.ConsumerGroupMember(id=member, partitions=tuple(p + shift for p in parts))
+            for member, parts in assignment.items()
+        ),
+    )
+
+
+def _summary(group: AssignedGroup) -> fg.ConsumerGroup:
+    return fg.ConsumerGroup(
+        id=group.id,
+        partitions_count=group.partitions,
+        members_count=len(group.members),
+        name=group.name,
+    )
+
+
+async def create_group(s: Session, cmd: fg.CreateConsumerGroup) -> fg.ConsumerGroupDetails:
+    found = await _topic(s, cmd.stream_id, cmd.topic_id)
+    s.require("read_topics", found.stream.id, found.topic.id)
+    group = s.groups.create(
+        found.name.stream, found.name.name, cmd.name, partitions=found.topic.partition_count
+    )
+    return _details(s, group)
+
+
+async def get_group(s: Session, cmd: fg.GetConsumerGroup) -> fg.ConsumerGroupDetails | None:
+    try:
+        found = await _topic(s, cmd.stream_id, cmd.topic_id)
+        s.require("read_topics", found.stream.id, found.topic.id)
+        _sized(s, found)
+        group = s.groups.get(found.name.stream, found.name.name, cmd.group_id)
+    except NotFound:
+        return None  # §3.7: "not found" is an empty OK body
+    return _details(s, group)
+
+
+async def get_groups(s: Session, cmd: fg.GetConsumerGroups) -> fg.ConsumerGroups:
+    found = await _topic(s, cmd.stream_id, cmd.topic_id)
+    s.require("read_topics", found.stream.id, found.topic.id)
+    _sized(s, found)
+    groups = s.groups.list(found.name.stream, found.name.name)
+    return fg.ConsumerGroups(groups=tuple(_summary(g) for g in groups))
+
+
+async def delete_group(s: Session, cmd: fg.DeleteConsumerGroup) -> None:
+    found = await _topic(s, cmd.stream_id, cmd.topic_id)
+    s.require("read_topics", found.stream.id, found.topic.id)
+    s.groups.delete(found.name.stream, found.name.name, cmd.group_id)
+
+
+async def join_group(s: Session, cmd: fg.JoinConsumerGroup) -> None:
+    found = await _topic(s, cmd.stream_id, cmd.topic_id)
+    s.require("poll_messages", found.stream.id, found.topic.id)
+    _sized(s, found)
+    s.groups.join(found.name.stream, found.name.name, cmd.group_id, s.client.client_id)
+
+
+async def leave_group(s: Session, cmd: fg.LeaveConsumerGroup) -> None:
+    found = await _topic(s, cmd.stream_id, cmd.topic_id)
+    s.require("poll_messages", found.stream.id, found.topic.id)
+    s.groups.leave(found.name.stream, found.name.name, cmd.group_id, s.client.client_id)
+
+
+async def sync_group(s: Session, cmd: fg.SyncConsumerGroup) -> fg.ConsumerGroupAssignment | None:
+    found = await _topic(s, cmd.stream_id, cmd.topic_id)
+    s.require("poll_messages", found.stream.id, found.topic.id)
+    _sized(s, found)
+    try:
+        group = s.groups.get(found.name.stream, found.name.name, cmd.group_id)
+    except UnknownGroup:
+        return None
+    if not group.is_member(s.client.client_id):
+        return None  # §5.8: an empty body means "not a member"; the client re-joins
+    return fg.ConsumerGroupAssignment(
+        generation=group.generation, partitions=group.partitions_of(s.client.client_id)
+    )
+
+
+HANDLERS: dict[type, Any] = {
+    fg.CreateConsumerGroup: create_group,
+    fg.GetConsumerGroup: get_group,
+    fg.GetConsumerGroups: get_groups,
+    fg.DeleteConsumerGroup: delete_group,
+    fg.JoinConsumerGroup: join_group,
+    fg.LeaveConsumerGroup: leave_group,
+    fg.SyncConsumerGroup: sync_group,
+}
+
+__all__ = ["HANDLERS"]

@@ -1,0 +1,290 @@
+"""Iggy listener (default port 8090): the server side of Iggy's binary TCP protocol, both
+framings on one port (iggy.md §0.3): the 256-byte VSR headers of apache-iggy 0.9 and the
+classic ``[length][code][payload]`` framing of older clients (§9).
+
+One request at a time per connection, as every Iggy client sends them (§1.1). Only Ping and the
+login commands are answered before a login; anything else gets status 40 and nothing else. A
+body that cannot be decoded is answered with its Iggy status (the connection goes on, as with
+the real server); a broken frame (bad header, oversized, EOF inside a frame) closes it.
+Failures of a command are Iggy status codes on the status channel (§3.7), which every client
+era reads; a refused VSR login is an Eviction frame, as the real server sends.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.coordination import AssignedGroups, UserStore
+from gateway.listeners.connection import Connection, Handler, advertised_address
+from gateway.listeners.iggy import data as iggy_data
+from gateway.listeners.iggy import groups as iggy_groups
+from gateway.listeners.iggy import streams as iggy_streams
+from gateway.listeners.iggy import system as iggy_system
+from gateway.listeners.iggy.catalog import Catalog
+from gateway.model import Forbidden, GatewayError, Unauthorized, UnknownUser
+from gateway.model.permissions import Action
+from gateway.model.users import User, allowed
+from gateway.router import RequestContext, Router
+from gateway.translate.iggy import requests as tr
+from protocols._wire import NEED_DATA, RemoteProtocolError
+from protocols.iggy import (
+    CONNECTION_CLOSED,
+    CommandCode,
+    Era,
+    Framing,
+    IggyRequest,
+    IggyServerCodec,
+    Operation,
+    ReplyBody,
+)
+from protocols.iggy import frames_system as fs
+from protocols.iggy.status import EvictionReason, Status
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IggySettings:
+    advertised_host: str = ""  # "" = the address the client connected to
+    advertised_port: int = 0
+    cluster_name: str = "streamgate"
+    max_frame_bytes: int = 64 << 20
+    max_poll_bytes: int = 32 << 20
+
+
+@dataclass(slots=True)
+class ClientState:
+    """One connection as GetMe/GetClient(s) describe it."""
+
+    client_id: int
+    address: str
+    user_id: int | None = None
+    session: int = 0
+
+
+@dataclass(slots=True)
+class Session:
+    """What one connection's handlers share."""
+
+    service: IggyService
+    conn: Connection
+    client: ClientState
+    host: str
+    port: int
+    era: Era = Era.C
+    user: User | None = None
+    ctx: RequestContext = field(default_factory=lambda: RequestContext(tr.PROTOCOL, ""))
+    command_name: str = ""  # the metric label when no canonical command runs
+
+    @property
+    def router(self) -> Router:
+        return self.service.router
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.service.catalog
+
+    @property
+    def users(self) -> UserStore:
+        return self.service.users
+
+    @property
+    def groups(self) -> AssignedGroups:
+        return self.service.groups
+
+    @property
+    def legacy(self) -> bool:
+        return self.era is not Era.C
+
+    @property
+    def partition_shift(self) -> int:
+        """Era A numbers partitions from 1 (§9.3); everyone else from 0."""
+        return 1 if self.era is Era.A else 0
+
+    def require(self, action: Action, stream: int | None = None, topic: int | None = None) -> None:
+        """Checked against the user as it is now: permission changes, deactivation and deletion
+        apply to sessions already logged in, as on the real server."""
+        if self.user is None:
+            raise Unauthorized("not logged in")
+        try:
+            self.user = self.users.get_user(self.user.id)
+        except UnknownUser:
+            self.log_out()
+            raise Unauthorized("the user was deleted") from None
+        if not allowed(self.user, action, stream, topic):
+            raise Forbidden(f"user {self.user.username!r} may not {action.replace('_', ' ')}")
+
+    def log_in(self, user: User) -> None:
+        self.user = user
+        self.client.user_id = user.id
+        self.conn.bind(user=user.username)
+
+    def log_out(self) -> None:
+        self.user = None
+        self.client.user_id = None
+        self.groups.leave_all(self.client.client_id)
+
+
+CommandHandler = Callable[[Session, Any], Awaitable[ReplyBody | None]]
+_BEFORE_LOGIN = frozenset(
+    {
+        CommandCode.PING,
+        CommandCode.LOGIN_USER,
+        CommandCode.LOGIN_REGISTER,
+        CommandCode.LOGIN_WITH_PERSONAL_ACCESS_TOKEN,
+        CommandCode.LOGIN_REGISTER_WITH_PERSONAL_ACCESS_TOKEN,
+    }
+)
+_LOGINS = _BEFORE_LOGIN - {CommandCode.PING}
+_WIRE_NAMES = {int(code): code.name.lower() for code in CommandCode}
+
+
+class IggyService:
+    def __init__(
+        self,
+        router: Router,
+        settings: IggySettings,
+        *,
+        users: UserStore,
+        groups: AssignedGroups | None = None,
+    ) -> None:
+        self.router = router
+        self.settings = settings
+        self.users = users
+        self.groups = groups if groups is not None else AssignedGroups()
+        self.catalog = Catalog(router)
+        self.clients: dict[int, ClientState] = {}
+        # (stream, topic) names -> their Iggy ids, for ClientDetails' group memberships.
+        self.group_ids: dict[tuple[str, str], tuple[int, int]] = {}
+        self.started_us = time.time_ns() // 1000
+        self._client_ids = itertools.count(1)
+        self._sessions = itertools.count(1)
+        self.handlers: dict[type, CommandHandler] = {
+            **iggy_system.HANDLERS,
+            **iggy_streams.HANDLERS,
+            **iggy_data.HANDLERS,
+            **iggy_groups.HANDLERS,
+        }
+
+    def handler(self) -> Handler:
+        return self.handle
+
+    def new_session_number(self) -> int:
+        return next(self._sessions)
+
+    def _address(self, conn: Connection) -> tuple[str, int]:
+        s = self.settings
+        return advertised_address(conn, s.advertised_host, s.advertised_port, 8090)
+
+    async def handle(self, conn: Connection) -> None:
+        codec = IggyServerCodec(self.settings.max_frame_bytes)
+        client = ClientState(client_id=next(self._client_ids), address=conn.peer)
+        host, port = self._address(conn)
+        session = Session(self, conn, client, host, port)
+        self.clients[client.client_id] = client
+        conn.bind(client_id=client.client_id)
+        try:
+            await self._serve(session, codec)
+        finally:
+            self.clients.pop(client.client_id, None)
+            self.groups.leave_all(client.client_id)
+
+    async def _serve(self, session: Session, codec: IggyServerCodec) -> None:
+        conn = session.conn
+        metrics = conn.metrics
+        inflight = metrics.inflight_requests.labels(tr.PROTOCOL)
+        while True:
+            try:
+                req = codec.next_request()
+            except RemoteProtocolError as exc:
+                if codec.rejected is None:
+                    raise
+                # A frame whose body is malformed: answer its status, keep the connection.
+                status = (
+                    exc.hint if isinstance(exc.hint, int) and exc.hint else Status.INVALID_FORMAT
+                )
+                conn.log.info("malformed iggy request", code=codec.rejected.code, error=str(exc))
+                metrics.observe_command(
+                    tr.PROTOCOL, "malformed", _WIRE_NAMES.get(codec.rejected.code, "unknown"),
+                    0.0, "invalid_request",
+                )  # fmt: skip
+                await conn.send(_refusal(codec, codec.rejected, status))
+                continue
+            if req is NEED_DATA:
+                await conn.feed(codec)
+                continue
+            if req is CONNECTION_CLOSED:
+                return
+            session.era = req.era
+            wire_command = _WIRE_NAMES.get(req.code, "unknown")
+            t0 = time.perf_counter()
+            session.ctx = RequestContext(tr.PROTOCOL, wire_command)
+            session.command_name = wire_command
+            inflight.inc()
+            try:
+                reply, error_type = await self._answer(session, codec, req)
+            finally:
+                inflight.dec()
+            await conn.send(reply)
+            elapsed = time.perf_counter() - t0
+            if session.ctx.command_s == 0.0:
+                # Answered by the gateway itself (users, groups, system): time it here.
+                metrics.observe_command(
+                    tr.PROTOCOL, session.command_name, wire_command, elapsed, error_type
+                )
+            metrics.gateway_overhead.labels(tr.PROTOCOL, wire_command).observe(
+                max(0.0, elapsed - session.ctx.command_s)
+            )
+
+    async def _answer(
+        self, session: Session, codec: IggyServerCodec, req: IggyRequest
+    ) -> tuple[bytes, str]:
+        command = req.command
+        if session.user is None and req.code not in _BEFORE_LOGIN:
+            return codec.send_error(req, Status.UNAUTHENTICATED), "unauthorized"
+        handler = self.handlers.get(type(command))
+        if handler is None:
+            return codec.send_error(req, Status.FEATURE_UNAVAILABLE), "unsupported"
+        try:
+            body = await handler(session, command)
+        except GatewayError as exc:
+            session.conn.log.debug("iggy command failed", code=req.code, error=exc.message)
+            status = tr.status_of(exc, by_name=_named(command, exc))
+            if req.code in _LOGINS and req.framing is Framing.VSR:
+                return self._evict(codec, req, status), exc.error_type
+            return codec.send_error(req, status), exc.error_type
+        if isinstance(body, fs.LoginRegisterResponse):
+            session.client.session = body.session
+        return codec.send_ok(req, body), ""
+
+    @staticmethod
+    def _evict(codec: IggyServerCodec, req: IggyRequest, status: int) -> bytes:
+        reasons: dict[int, EvictionReason] = {
+            Status.INVALID_CREDENTIALS: EvictionReason.INVALID_CREDENTIALS,
+            Status.INVALID_PERSONAL_ACCESS_TOKEN: EvictionReason.INVALID_TOKEN,
+            Status.USER_INACTIVE: EvictionReason.USER_INACTIVE,
+        }
+        return codec.send_eviction(req, reasons.get(status, EvictionReason.INVALID_CREDENTIALS))
+
+
+def _refusal(codec: IggyServerCodec, req: IggyRequest, status: int) -> bytes:
+    header = req.header
+    if req.framing is Framing.VSR and header is not None and header.operation == Operation.REGISTER:
+        return codec.send_eviction(req, EvictionReason.MALFORMED_LOGIN)  # as the real server
+    return codec.send_error(req, status)
+
+
+def _named(command: Any, exc: GatewayError) -> bool:
+    """Did the request name what was not found by a string identifier? (*NameNotFound)"""
+    from gateway.model import UnknownGroup, UnknownStream, UnknownTopic
+
+    attr = {UnknownStream: "stream_id", UnknownTopic: "topic_id", UnknownGroup: "group_id"}
+    for cls, name in attr.items():
+        if isinstance(exc, cls):
+            return isinstance(getattr(command, name, None), str)
+    return False
+
+
+__all__ = ["ClientState", "IggyService", "IggySettings", "Session"]

@@ -1,0 +1,238 @@
+"""Kafka metadata and admin APIs: Metadata, CreateTopics, DeleteTopics, CreatePartitions,
+DescribeConfigs. Discovery answers always carry the gateway's own address (DESIGN.md §3)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from gateway.model import (
+    CreatePartitions,
+    CreateTopic,
+    DeleteTopic,
+    DescribeTopic,
+    GatewayError,
+    InvalidPartitions,
+    ListTopics,
+    NotFound,
+    Topic,
+    TopicExists,
+    TopicInfo,
+)
+from gateway.translate.kafka import requests as tr
+from protocols.kafka.framing import KafkaRequest
+
+if TYPE_CHECKING:
+    from gateway.listeners.kafka.service import Session
+
+_TOPIC_RESOURCE = 2
+_BROKER_RESOURCE = 4
+
+
+def _partitions(session: Session, info: TopicInfo) -> list[dict[str, Any]]:
+    node = session.settings.node_id
+    return [
+        {"error_code": 0, "partition_index": p.partition, "leader_id": node,
+         "leader_epoch": 0, "replica_nodes": [node], "isr_nodes": [node], "offline_replicas": []}
+        for p in info.partitions
+    ]  # fmt: skip
+
+
+def _topic_error(name: str, code: ErrorCode) -> dict[str, Any]:
+    return {"error_code": code, "name": name, "is_internal": False, "partitions": []}
+
+
+async def metadata(session: Session, req: KafkaRequest) -> Any:
+    assert session.ctx is not None
+    s = session.settings
+    execute = session.router.execute
+    stream = s.stream
+    requested = req.body.topics
+    topics: list[dict[str, Any]] = []
+    if requested is None:  # null = every topic (v1+)
+        try:
+            infos = (await execute(ListTopics(stream=stream), session.ctx)).topics
+        except NotFound:  # the listener's stream appears with its first topic
+            infos = ()
+        for info in sorted(infos, key=lambda i: i.topic.name):
+            topics.append({"error_code": 0, "name": info.topic.name, "is_internal": False,
+                           "partitions": _partitions(session, info)})  # fmt: skip
+    else:
+        # Before v4 a broker with auto.create.topics.enable creates on any Metadata request.
+        auto = s.auto_create_topics and getattr(req.body, "allow_auto_topic_creation", True)
+        for t in requested:
+            topics.append(await _describe(session, t.name, auto))
+    node = s.node_id
+    return session.respond(
+        req,
+        {
+            "brokers": [{"node_id": node, "host": session.host, "port": session.port}],
+            "cluster_id": s.cluster_id,
+            "controller_id": node,
+            "topics": topics,
+        },
+    )
+
+
+async def _describe(session: Session, name: str, auto_create: bool) -> dict[str, Any]:
+    assert session.ctx is not None
+    execute = session.router.execute
+    topic = Topic(session.settings.stream, name)
+    try:
+        tr.check_topic_name(name)
+        info = (await execute(DescribeTopic(topic=topic), session.ctx)).info
+    except tr.InvalidTopicName:
+        return _topic_error(name, ErrorCode.invalid_topic_exception)
+    except NotFound:
+        if not auto_create:
+            return _topic_error(name, ErrorCode.unknown_topic_or_partition)
+        try:
+            info = (
+                await execute(
+                    CreateTopic(topic=topic, partitions=session.settings.default_partitions),
+                    session.ctx,
+                )
+            ).info
+            session.conn.log.info("topic auto-created", topic=name)
+        except TopicExists:  # created by someone else meanwhile
+            info = (await execute(DescribeTopic(topic=topic), session.ctx)).info
+        except GatewayError as exc:
+            return _topic_error(name, tr.error_code(exc))
+    except GatewayError as exc:
+        return _topic_error(name, tr.error_code(exc))
+    return {"error_code": 0, "name": name, "is_internal": False,
+            "partitions": _partitions(session, info)}  # fmt: skip
+
+
+async def create_topics(session: Session, req: KafkaRequest) -> Any:
+    assert session.ctx is not None
+    body = req.body
+    validate_only = getattr(body, "validate_only", False)
+    results = []
+    for t in body.topics:
+        code, message = ErrorCode.none, None
+        try:
+            tr.check_topic_name(t.name)
+            partitions = t.num_partitions
+            if partitions == -1:  # v4+: the broker's default
+                partitions = session.settings.default_partitions
+            if t.assignments:
+                partitions = len(t.assignments)
+            if partitions <= 0:
+                raise InvalidPartitions(f"number of partitions must be positive, not {partitions}")
+            config = tr.topic_config((c.name, c.value) for c in t.configs)
+            topic = Topic(session.settings.stream, t.name)
+            if validate_only:
+                await _check_absent(session, topic)
+            else:
+                await session.router.execute(
+                    CreateTopic(topic=topic, partitions=partitions, config=config), session.ctx
+                )
+        except tr.InvalidTopicName as exc:
+            code, message = ErrorCode.invalid_topic_exception, exc.message
+        except GatewayError as exc:
+            code, message = tr.error_code(exc), exc.message
+        results.append({"name": t.name, "error_code": code, "error_message": message})
+    return session.respond(req, {"topics": results})
+
+
+async def _check_absent(session: Session, topic: Topic) -> None:
+    assert session.ctx is not None
+    try:
+        await session.router.execute(DescribeTopic(topic=topic), session.ctx)
+    except NotFound:
+        return
+    raise TopicExists(f"topic {topic.name!r} already exists")
+
+
+async def delete_topics(session: Session, req: KafkaRequest) -> Any:
+    assert session.ctx is not None
+    results = []
+    for name in req.body.topic_names:
+        code = ErrorCode.none
+        try:
+            await session.router.execute(
+                DeleteTopic(topic=Topic(session.settings.stream, name)), session.ctx
+            )
+        except GatewayError as exc:
+            code = tr.error_code(exc)
+        results.append({"name": name, "error_code": code})
+    return session.respond(req, {"responses": results})
+
+
+async def create_partitions(session: Session, req: KafkaRequest) -> Any:
+    assert session.ctx is not None
+    body = req.body
+    results = []
+    for t in body.topics:
+        code, message = ErrorCode.none, None
+        topic = Topic(session.settings.stream, t.name)
+        try:
+            if body.validate_only:
+                info = (await session.router.execute(DescribeTopic(topic=topic), session.ctx)).info
+                if t.count <= len(info.partitions):
+                    raise InvalidPartitions(
+                        f"topic has {len(info.partitions)} partitions, cannot grow to {t.count}"
+                    )
+            else:
+                await session.router.execute(
+                    CreatePartitions(topic=topic, total=t.count), session.ctx
+                )
+        except GatewayError as exc:
+            code, message = tr.error_code(exc), exc.message
+        results.append({"name": t.name, "error_code": code, "error_message": message})
+    return session.respond(req, {"results": results})
+
+
+async def describe_configs(session: Session, req: KafkaRequest) -> Any:
+    assert session.ctx is not None
+    results = []
+    for r in req.body.resources:
+        keys = None if r.configuration_keys is None else set(r.configuration_keys)
+        entry: dict[str, Any] = {
+            "error_code": 0, "error_message": None, "resource_type": r.resource_type,
+            "resource_name": r.resource_name, "configs": [],
+        }  # fmt: skip
+        if r.resource_type == _TOPIC_RESOURCE:
+            topic = Topic(session.settings.stream, r.resource_name)
+            try:
+                info = (await session.router.execute(DescribeTopic(topic=topic), session.ctx)).info
+            except GatewayError as exc:
+                entry.update(error_code=tr.error_code(exc), error_message=exc.message)
+                results.append(entry)
+                continue
+            configs = tr.config_entries(info.config)
+        elif r.resource_type == _BROKER_RESOURCE:
+            s = session.settings
+            configs = {
+                "auto.create.topics.enable": (str(s.auto_create_topics).lower(), False),
+                "num.partitions": (str(s.default_partitions), False),
+                "broker.id": (str(s.node_id), True),
+            }
+        else:
+            entry.update(
+                error_code=ErrorCode.invalid_request,
+                error_message=f"resource type {r.resource_type} is not supported",
+            )
+            results.append(entry)
+            continue
+        entry["configs"] = [
+            {
+                "name": name,
+                "value": value,
+                "read_only": False,
+                # v1+: 5 = DEFAULT_CONFIG, 1 = DYNAMIC_TOPIC_CONFIG (4 for broker static)
+                "config_source": 5 if is_default else (1 if r.resource_type == 2 else 4),
+                "is_default": is_default,
+                "is_sensitive": False,
+                "synonyms": [],
+            }
+            for name, (value, is_default) in sorted(configs.items())
+            if keys is None or name in keys
+        ]
+        results.append(entry)
+    return session.respond(req, {"results": results})
+
+
+__all__ = ["create_partitions", "create_topics", "delete_topics", "describe_configs", "metadata"]

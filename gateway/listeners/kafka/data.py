@@ -1,0 +1,263 @@
+"""Kafka data APIs: Produce, Fetch, ListOffsets, InitProducerId (kafka.md §1, §3.3)."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+import trio
+from kio.schema.errors import ErrorCode
+
+from gateway.model import (
+    Acks,
+    Append,
+    GatewayError,
+    ListOffsets,
+    MessageBatch,
+    OffsetOutOfRange,
+    OffsetSpec,
+    Read,
+    ReadResult,
+    Topic,
+    decode_wire,
+)
+from gateway.translate.kafka import requests as tr
+from protocols._wire import RemoteProtocolError
+from protocols.kafka.framing import KafkaRequest
+from protocols.kafka.hot import (
+    FetchPartition,
+    ProducePartition,
+    encode_fetch_response,
+    encode_produce_response,
+)
+
+if TYPE_CHECKING:
+    from gateway.listeners.kafka.service import Session
+
+_ACKS = {0: Acks.NONE, 1: Acks.LEADER, -1: Acks.ALL}
+
+
+# --- Produce -------------------------------------------------------------------------------------
+
+
+async def produce(session: Session, req: KafkaRequest) -> bytes | None:
+    body = req.body
+    acks = _ACKS.get(body.acks)
+    failed: list[str] = []
+    topics: list[tuple[str, list[ProducePartition]]] = []
+    for topic in body.topic_data:
+        parts = []
+        for p in topic.partition_data:
+            if acks is None:
+                code, base, start = ErrorCode.invalid_required_acks, -1, -1
+            elif body.transactional_id is not None:
+                code, base, start = ErrorCode.transactional_id_authorization_failed, -1, -1
+            else:
+                code, base, start = await _append(session, topic.name, p.index, p.records, acks)
+            if code is not ErrorCode.none:
+                failed.append(f"{topic.name}[{p.index}]: {code.name}")
+            parts.append(ProducePartition(p.index, code.value, base, -1, start))
+        topics.append((topic.name, parts))
+    if acks is Acks.NONE:
+        if failed:
+            # acks=0 has no response to carry an error: Kafka closes the connection so the
+            # producer notices (and refreshes its metadata) instead of losing data silently.
+            raise RemoteProtocolError(f"acks=0 produce failed: {', '.join(failed)}")
+        return None
+    return encode_produce_response(req.correlation_id, req.api_version, topics)
+
+
+async def _append(
+    session: Session, name: str, partition: int, records: bytes | None, acks: Acks
+) -> tuple[ErrorCode, int, int]:
+    router = session.router
+    assert session.ctx is not None
+    try:
+        tr.check_topic_name(name)
+        wire, header = tr.produce_batch(
+            records, max_batch_size=router.backend.capabilities.max_message_bytes + 1024
+        )
+        if tr.WIRE_FORMAT in router.backend.capabilities.wire_formats:
+            batch = MessageBatch(wire=wire)
+        else:
+            batch = MessageBatch(decode_wire(wire))
+        result = await router.execute(
+            Append(
+                topic=Topic(session.settings.stream, name),
+                partition=partition,
+                batch=batch,
+                acks=acks,
+                producer_id=header.producer_id,
+                producer_epoch=header.producer_epoch,
+                base_sequence=header.base_sequence,
+            ),
+            session.ctx,
+        )
+    except GatewayError as exc:
+        session.conn.log.info("produce failed", topic=name, partition=partition, error=exc.message)
+        return tr.error_code(exc), -1, -1
+    return ErrorCode.none, result.base_offset, result.log_start_offset
+
+
+# --- Fetch ---------------------------------------------------------------------------------------
+
+
+async def fetch(session: Session, req: KafkaRequest) -> bytes:
+    body = req.body
+    max_wait_ms = max(0, tr.millis(body.max_wait))
+    min_bytes = max(1, body.min_bytes)
+    max_bytes = getattr(body, "max_bytes", 0x7FFFFFFF)
+    wanted = [
+        (t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
+        for t in body.topics
+        for p in t.partitions
+    ]
+    deadline = trio.current_time() + max_wait_ms / 1000
+    while True:
+        results, size, failed = await _read_all(session, wanted, max_bytes)
+        remaining_ms = int((deadline - trio.current_time()) * 1000)
+        if size >= min_bytes or failed or remaining_ms <= 0 or not wanted:
+            break
+        # Wait until any partition grows past the high watermark just seen, then read again.
+        grown = [(w[0], w[1], r.high_watermark) for w, r in zip(wanted, results, strict=True)]
+        await _wait_any(session, grown, remaining_ms)
+    topics: dict[str, list[FetchPartition]] = {}
+    for (name, _, _, _), part in zip(wanted, results, strict=True):
+        topics.setdefault(name, []).append(part)
+    # Every requested partition is listed (kafka.md §1.4 trap 5); session_id 0 declines
+    # KIP-227 fetch sessions, so every fetch is a full one.
+    return encode_fetch_response(
+        req.correlation_id, req.api_version, list(topics.items()), session_id=0
+    )
+
+
+async def _read_all(
+    session: Session, wanted: list[tuple[str, int, int, int]], max_bytes: int
+) -> tuple[list[FetchPartition], int, bool]:
+    assert session.ctx is not None
+    stream = session.settings.stream
+    out: list[FetchPartition] = []
+    total = 0
+    failed = False
+    lossy = session.conn.metrics.lossy(tr.PROTOCOL)
+    for name, partition, offset, partition_max in wanted:
+        budget = min(partition_max, max_bytes - total)
+        try:
+            result: ReadResult = await session.router.execute(
+                Read(
+                    topic=Topic(stream, name),
+                    partition=partition,
+                    offset=offset,
+                    max_bytes=max(budget, 1),
+                    # Over the response budget: no records, but the offsets are still reported.
+                    max_messages=1_000_000 if budget > 0 or not total else 0,
+                    whole_batches=True,
+                ),
+                session.ctx,
+            )
+        except OffsetOutOfRange as exc:
+            failed = True
+            out.append(
+                FetchPartition(
+                    partition, ErrorCode.offset_out_of_range.value, exc.log_end, exc.log_end,
+                    exc.log_start,
+                )
+            )  # fmt: skip
+            continue
+        except GatewayError as exc:
+            failed = True
+            out.append(FetchPartition(partition, tr.error_code(exc).value, -1, -1, -1))
+            continue
+        # Only the first partition with data may exceed the budget (KIP-74).
+        pieces = tr.fetch_records(result.batches, max(budget, 1), lossy)
+        size = sum(map(len, pieces))
+        total += size
+        hw = result.high_watermark
+        out.append(FetchPartition(partition, 0, hw, hw, result.log_start_offset, pieces))
+    return out, total, failed
+
+
+async def _wait_any(session: Session, grown: list[tuple[str, int, int]], max_wait_ms: int) -> None:
+    """Long-poll: return as soon as any partition has a message at or past ``offset``, or at the
+    deadline. Each wait is a backend Read, so the time is measured as long-poll time."""
+    assert session.ctx is not None
+    stream = session.settings.stream
+    ctx = session.ctx
+    router = session.router
+
+    async def one(name: str, partition: int, offset: int, stop: trio.CancelScope) -> None:
+        with contextlib.suppress(GatewayError):
+            await router.execute(
+                Read(topic=Topic(stream, name), partition=partition, offset=offset,
+                     max_wait_ms=max_wait_ms, max_bytes=1, max_messages=0),
+                ctx,
+            )  # fmt: skip
+        stop.cancel()
+
+    async with trio.open_nursery() as nursery:
+        for name, partition, offset in grown:
+            nursery.start_soon(one, name, partition, offset, nursery.cancel_scope)
+
+
+# --- ListOffsets ---------------------------------------------------------------------------------
+
+
+async def list_offsets(session: Session, req: KafkaRequest) -> Any:
+    assert session.ctx is not None
+    stream = session.settings.stream
+    topics = []
+    for t in req.body.topics:
+        parts = []
+        for p in t.partitions:
+            ts = p.timestamp
+            spec = {-1: OffsetSpec.LATEST, -2: OffsetSpec.EARLIEST}.get(ts, OffsetSpec.TIMESTAMP)
+            try:
+                result = await session.router.execute(
+                    ListOffsets(
+                        topic=Topic(stream, t.name),
+                        partition=p.partition_index,
+                        spec=spec,
+                        timestamp_us=max(ts, 0) * 1000,
+                    ),
+                    session.ctx,
+                )
+            except GatewayError as exc:
+                parts.append(
+                    {
+                        "partition_index": p.partition_index,
+                        "error_code": tr.error_code(exc),
+                        "timestamp": -1,
+                        "offset": -1,
+                    }
+                )
+                continue  # fmt: skip
+            found = spec is OffsetSpec.TIMESTAMP and result.offset is not None
+            parts.append(
+                {
+                    "partition_index": p.partition_index,
+                    "error_code": 0,
+                    "timestamp": result.timestamp_us // 1000 if found else -1,
+                    "offset": -1 if result.offset is None else result.offset,
+                    "old_style_offsets": [] if result.offset is None else [result.offset],
+                }
+            )
+        topics.append({"name": t.name, "partitions": parts})
+    return session.respond(req, {"topics": topics})
+
+
+# --- InitProducerId ------------------------------------------------------------------------------
+
+
+async def init_producer_id(session: Session, req: KafkaRequest) -> Any:
+    if req.body.transactional_id is not None:
+        # Transactions are not implemented; idempotence alone needs no transactional id.
+        session.conn.log.info("transactional producer refused", id=req.body.transactional_id)
+        return session.respond(
+            req, {"error_code": ErrorCode.transactional_id_authorization_failed,
+                  "producer_id": -1, "producer_epoch": -1},
+        )  # fmt: skip
+    pid = session.service.producer_ids.allocate()
+    return session.respond(req, {"error_code": 0, "producer_id": pid, "producer_epoch": 0})
+
+
+__all__ = ["fetch", "init_producer_id", "list_offsets", "produce"]

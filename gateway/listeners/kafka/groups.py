@@ -1,0 +1,276 @@
+"""Kafka group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
+OffsetFetch, DescribeGroups, ListGroups. The gateway is every group's coordinator; membership
+runs in ``gateway.coordination`` and committed offsets (the NEXT offset to read, as Kafka's) are
+kept by the backend (DESIGN.md §3)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from gateway.model import (
+    CommitOffset,
+    DescribeGroup,
+    FetchOffset,
+    GatewayError,
+    Heartbeat,
+    JoinGroup,
+    LeaveGroup,
+    ListGroups,
+    ListTopics,
+    MemberIdRequired,
+    NotFound,
+    SyncGroup,
+    Topic,
+)
+from gateway.translate.kafka import requests as tr
+from protocols.kafka.framing import KafkaRequest
+
+if TYPE_CHECKING:
+    from gateway.listeners.kafka.service import Session
+
+_INT32_MIN = -(2**31)  # "authorized operations not requested" (kafka.md §1.4 trap 6)
+
+
+def _generation(body: Any) -> int:
+    for name in ("generation_id", "generation_id_or_member_epoch"):
+        if hasattr(body, name):
+            return int(getattr(body, name))
+    return -1
+
+
+async def find_coordinator(session: Session, req: KafkaRequest) -> Any:
+    key_type = getattr(req.body, "key_type", 0)
+    if key_type != 0:  # transaction coordinators: transactions are not implemented
+        return session.respond(
+            req, {"error_code": ErrorCode.coordinator_not_available, "node_id": -1, "host": "",
+                  "port": -1, "error_message": "transactions are not supported"},
+        )  # fmt: skip
+    return session.respond(
+        req,
+        {"error_code": 0, "node_id": session.settings.node_id, "host": session.host,
+         "port": session.port},
+    )  # fmt: skip
+
+
+async def join_group(session: Session, req: KafkaRequest) -> Any:
+    assert session.ctx is not None
+    b = req.body
+    session_timeout = tr.millis(b.session_timeout)
+    cmd = JoinGroup(
+        group=b.group_id,
+        stream=session.settings.stream,
+        member_id=b.member_id,
+        group_instance_id=getattr(b, "group_instance_id", None),
+        client_id=session.client_id,
+        client_host=session.peer_host,
+        session_timeout_ms=session_timeout,
+        rebalance_timeout_ms=tr.millis(getattr(b, "rebalance_timeout", session_timeout)),
+        protocol_type=b.protocol_type,
+        protocols=tuple((p.name, bytes(p.metadata)) for p in b.protocols),
+    )
+    try:
+        result = await session.router.execute(cmd, session.ctx)
+    except GatewayError as exc:
+        member = exc.member_id if isinstance(exc, MemberIdRequired) else b.member_id
+        return session.respond(
+            req, {"error_code": tr.error_code(exc, group=True), "generation_id": -1,
+                  "protocol_name": "", "leader": "", "member_id": member, "members": []},
+        )  # fmt: skip
+    return session.respond(
+        req,
+        {
+            "error_code": 0,
+            "generation_id": result.generation,
+            "protocol_name": result.protocol_name,
+            "leader": result.leader,
+            "member_id": result.member_id,
+            "members": [
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id,
+                    "metadata": m.metadata,
+                }
+                for m in result.members
+            ],
+        },
+    )
+
+
+async def sync_group(session: Session, req: KafkaRequest) -> Any:
+    assert session.ctx is not None
+    b = req.body
+    cmd = SyncGroup(
+        group=b.group_id,
+        stream=session.settings.stream,
+        generation=b.generation_id,
+        member_id=b.member_id,
+        assignments=tuple((a.member_id, bytes(a.assignment)) for a in b.assignments),
+    )
+    try:
+        result = await session.router.execute(cmd, session.ctx)
+    except GatewayError as exc:
+        return session.respond(
+            req, {"error_code": tr.error_code(exc, group=True), "assignment": b""}
+        )
+    return session.respond(req, {"error_code": 0, "assignment": result.assignment})
+
+
+async def heartbeat(session: Session, req: KafkaRequest) -> Any:
+    assert session.ctx is not None
+    b = req.body
+    cmd = Heartbeat(
+        group=b.group_id,
+        stream=session.settings.stream,
+        generation=b.generation_id,
+        member_id=b.member_id,
+    )
+    try:
+        await session.router.execute(cmd, session.ctx)
+    except GatewayError as exc:
+        return session.respond(req, {"error_code": tr.error_code(exc, group=True)})
+    return session.respond(req, {"error_code": 0})
+
+
+async def leave_group(session: Session, req: KafkaRequest) -> Any:
+    assert session.ctx is not None
+    b = req.body
+    cmd = LeaveGroup(group=b.group_id, stream=session.settings.stream, member_ids=(b.member_id,))
+    try:
+        await session.router.execute(cmd, session.ctx)
+    except GatewayError as exc:
+        return session.respond(req, {"error_code": tr.error_code(exc, group=True)})
+    return session.respond(req, {"error_code": 0})
+
+
+async def offset_commit(session: Session, req: KafkaRequest) -> Any:
+    assert session.ctx is not None
+    b = req.body
+    stream = session.settings.stream
+    generation, member_id = _generation(b), b.member_id
+    topics = []
+    for t in b.topics:
+        parts = []
+        for p in t.partitions:
+            code = ErrorCode.none
+            try:
+                await session.router.execute(
+                    CommitOffset(
+                        group=b.group_id,
+                        topic=Topic(stream, t.name),
+                        partition=p.partition_index,
+                        offset=p.committed_offset,
+                        metadata=p.committed_metadata or "",
+                        generation=generation,
+                        member_id=member_id,
+                    ),
+                    session.ctx,
+                )
+            except GatewayError as exc:
+                code = tr.error_code(exc, group=True)
+            parts.append({"partition_index": p.partition_index, "error_code": code})
+        topics.append({"name": t.name, "partitions": parts})
+    return session.respond(req, {"topics": topics})
+
+
+async def offset_fetch(session: Session, req: KafkaRequest) -> Any:
+    assert session.ctx is not None
+    b = req.body
+    stream = session.settings.stream
+    execute = session.router.execute
+    wanted: list[tuple[str, list[int]]]
+    only_committed = b.topics is None  # null (v2+) = every partition the group committed
+    if only_committed:
+        try:
+            infos = (await execute(ListTopics(stream=stream), session.ctx)).topics
+        except NotFound:  # no topic yet in the listener's stream: nothing committed either
+            infos = ()
+        except GatewayError as exc:
+            return session.respond(req, {"topics": [], "error_code": tr.error_code(exc)})
+        wanted = [(i.topic.name, [p.partition for p in i.partitions]) for i in infos]
+    else:
+        wanted = [(t.name, list(t.partition_indexes)) for t in b.topics]
+    topics = []
+    for name, indexes in wanted:
+        parts = []
+        for index in indexes:
+            entry: dict[str, Any] = {"partition_index": index, "committed_offset": -1,
+                                     "committed_leader_epoch": -1, "metadata": "",
+                                     "error_code": 0}  # fmt: skip
+            try:
+                result = await execute(
+                    FetchOffset(group=b.group_id, topic=Topic(stream, name), partition=index),
+                    session.ctx,
+                )
+            except GatewayError as exc:
+                entry["error_code"] = tr.error_code(exc, group=True)
+            else:
+                if result.offset is not None:
+                    entry.update(committed_offset=result.offset, metadata=result.metadata)
+                elif only_committed:
+                    continue
+            parts.append(entry)
+        if parts or not only_committed:
+            topics.append({"name": name, "partitions": parts})
+    return session.respond(req, {"topics": topics, "error_code": 0})
+
+
+async def describe_groups(session: Session, req: KafkaRequest) -> Any:
+    assert session.ctx is not None
+    groups = []
+    for group_id in req.body.groups:
+        try:
+            result = await session.router.execute(
+                DescribeGroup(group=group_id, stream=session.settings.stream), session.ctx
+            )
+        except GatewayError as exc:
+            groups.append({"error_code": tr.error_code(exc, group=True), "group_id": group_id,
+                           "group_state": "", "protocol_type": "", "protocol_data": "",
+                           "members": [], "authorized_operations": _INT32_MIN})  # fmt: skip
+            continue
+        info = result.info
+        groups.append(
+            {
+                "error_code": 0,
+                "group_id": group_id,
+                "group_state": info.state,
+                "protocol_type": info.protocol_type,
+                "protocol_data": info.protocol,
+                "members": [
+                    {
+                        "member_id": m.member_id,
+                        "group_instance_id": m.group_instance_id,
+                        "client_id": m.client_id,
+                        "client_host": m.client_host,
+                        "member_metadata": m.metadata,
+                        "member_assignment": m.assignment,
+                    }
+                    for m in info.members
+                ],
+                "authorized_operations": _INT32_MIN,
+            }
+        )
+    return session.respond(req, {"groups": groups})
+
+
+async def list_groups(session: Session, req: KafkaRequest) -> Any:
+    assert session.ctx is not None
+    try:
+        result = await session.router.execute(
+            ListGroups(stream=session.settings.stream), session.ctx
+        )
+    except GatewayError as exc:
+        return session.respond(req, {"error_code": tr.error_code(exc, group=True), "groups": []})
+    return session.respond(
+        req,
+        {"error_code": 0,
+         "groups": [{"group_id": g.group, "protocol_type": g.protocol_type}
+                    for g in result.groups]},
+    )  # fmt: skip
+
+
+__all__ = [
+    "describe_groups", "find_coordinator", "heartbeat", "join_group", "leave_group",
+    "list_groups", "offset_commit", "offset_fetch", "sync_group",
+]  # fmt: skip

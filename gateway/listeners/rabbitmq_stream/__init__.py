@@ -1,0 +1,5 @@
+"""The RabbitMQ Stream listener: the broker side of the stream protocol (port 5552)."""
+
+from .service import RabbitStreamService, RabbitStreamSettings
+
+__all__ = ["RabbitStreamService", "RabbitStreamSettings"]

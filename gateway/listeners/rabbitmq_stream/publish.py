@@ -1,0 +1,238 @@
+"""RabbitMQ Stream publishing (rabbitmq-stream.md §5 Publishing): DeclarePublisher, Publish with
+PublishConfirm / PublishError, QueryPublisherSequence, DeletePublisher.
+
+A Publish frame is appended as one canonical batch, its entries stored as sent (wire format
+``rabbitmq_stream``: simple entries and sub-entry batches, still compressed), and confirmed only
+once the backend accepted it. A sub-entry batch is inflated once to check it (bad input is
+refused, nothing stored) but stored compressed.
+
+Deduplication (§5): a publisher with a reference has its publishing ids tracked per partition
+stream; an entry whose id is not above the highest one stored is confirmed but not stored.
+The highest id is kept as a committed offset of the internal group ``__rabbitmq_publisher.<ref>``
+(id + 1, the canonical NEXT convention), written after the append and before the confirm, so a
+gateway restart keeps it (QueryPublisherSequence answers it, clients resume after it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gateway.model import Append, CommitOffset, FetchOffset, GatewayError, MessageBatch
+from gateway.translate.rabbitmq_stream import chunks as trm
+from gateway.translate.rabbitmq_stream import requests as tr
+from protocols import rabbitmq_stream as rs
+from protocols._wire import RemoteProtocolError
+from protocols.rabbitmq_stream import ResponseCode
+from protocols.rabbitmq_stream.chunk import Entry, SimpleEntry, SubEntryBatch
+
+if TYPE_CHECKING:
+    from gateway.listeners.rabbitmq_stream.catalog import Target
+    from gateway.listeners.rabbitmq_stream.session import Session
+
+PUBLISHER_GROUP = "__rabbitmq_publisher."
+
+
+@dataclass(slots=True, eq=False)
+class Publisher:
+    id: int
+    reference: str
+    target: Target
+    last: int = 0  # the highest publishing id stored (references only)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.target.topic.stream, self.target.name, self.reference)
+
+
+async def stored_sequence(s: Session, target: Target, reference: str) -> int:
+    found = await s.router.execute(
+        FetchOffset(group=PUBLISHER_GROUP + reference, topic=target.topic,
+                    partition=target.partition),
+        s.ctx,
+    )  # fmt: skip
+    return max(0, (found.offset or 0) - 1)
+
+
+async def declare(s: Session, f: rs.DeclarePublisher) -> rs.Frame:
+    if f.publisher_id in s.publishers:
+        raise tr.RabbitCode(ResponseCode.PRECONDITION_FAILED,
+                            f"publisher id {f.publisher_id} is in use")  # fmt: skip
+    target = await s.catalog.target(s.stream, f.stream, s.ctx)
+    s.require("send_messages", target.info.id)
+    publisher = Publisher(f.publisher_id, f.reference, target)
+    references = s.service.references
+    if f.reference:
+        if publisher.key in references:
+            raise tr.RabbitCode(ResponseCode.PRECONDITION_FAILED,
+                                f"reference {f.reference!r} already has a publisher")  # fmt: skip
+        references[publisher.key] = publisher  # taken before the await: no double declare
+        try:
+            publisher.last = await stored_sequence(s, target, f.reference)
+        except BaseException:
+            references.pop(publisher.key, None)
+            raise
+    s.publishers[f.publisher_id] = publisher
+    return rs.DeclarePublisherResponse(correlation_id=f.correlation_id, code=ResponseCode.OK)
+
+
+def _entry(item: rs.PublishedMessage | rs.PublishedSubBatch) -> Entry:
+    if isinstance(item, rs.PublishedMessage):
+        return SimpleEntry(item.data)
+    batch = SubEntryBatch(
+        compression=item.compression,
+        record_count=item.record_count,
+        uncompressed_length=item.uncompressed_length,
+        data=item.data,
+    )
+    batch.records()  # refused here (RemoteProtocolError) rather than by every later reader
+    return batch
+
+
+def _errors(publisher_id: int, ids: list[int], code: int) -> rs.PublishError:
+    return rs.PublishError(
+        publisher_id=publisher_id,
+        errors=tuple(rs.PublishingError(publishing_id=i, code=code) for i in ids),
+    )
+
+
+async def publish(s: Session, f: rs.Publish) -> rs.Frame | None:
+    simple = f.messages
+    ids = (
+        list(simple.ids)
+        if isinstance(simple, rs.SimpleEntries)
+        else [m.publishing_id for m in f.messages]
+    )
+    publisher = s.publishers.get(f.publisher_id)
+    if publisher is None:
+        return _errors(f.publisher_id, ids, ResponseCode.PUBLISHER_DOES_NOT_EXIST)
+    try:
+        s.require("send_messages", publisher.target.info.id)
+    except GatewayError as exc:
+        return _errors(f.publisher_id, ids, tr.response_code(exc))
+    if (
+        isinstance(simple, rs.SimpleEntries)
+        and ids
+        and (not publisher.reference or min(ids) > publisher.last)
+    ):
+        # The hot path: every entry is new and simple; the frame's entries are stored as they are.
+        stored = trm.stored_batch(simple.stored, len(simple), timestamp_us=time.time_ns() // 1000)
+        return await _append(s, publisher, f, MessageBatch(wire=stored), ids, [], max(ids))
+    fresh: list[Entry] = []
+    fresh_ids: list[int] = []
+    duplicate_ids: list[int] = []
+    last = publisher.last
+    for item in f.messages:
+        if publisher.reference and item.publishing_id <= last:
+            duplicate_ids.append(item.publishing_id)
+            continue
+        try:
+            fresh.append(_entry(item))
+        except RemoteProtocolError as exc:
+            s.conn.log.info("malformed sub-entry batch", error=str(exc))
+            return _errors(f.publisher_id, ids, ResponseCode.PRECONDITION_FAILED)
+        fresh_ids.append(item.publishing_id)
+        last = max(last, item.publishing_id)
+    if not fresh:
+        return rs.PublishConfirm(publisher_id=f.publisher_id, publishing_ids=tuple(ids))
+    batch = MessageBatch(wire=trm.wire_batch(fresh, timestamp_us=time.time_ns() // 1000))
+    return await _append(s, publisher, f, batch, fresh_ids, duplicate_ids, last)
+
+
+async def _append(
+    s: Session,
+    publisher: Publisher,
+    f: rs.Publish,
+    batch: MessageBatch,
+    fresh_ids: list[int],
+    duplicate_ids: list[int],
+    last: int,
+) -> rs.Frame:
+    """Store ``batch`` (the entries ``fresh_ids``), keep the sequence, confirm every id."""
+    target = publisher.target
+    try:
+        # A PublishConfirm names publishing ids, never offsets: no need to learn them.
+        append = Append(topic=target.topic, partition=target.partition, batch=batch,
+                        offset_needed=False)  # fmt: skip
+        await s.router.execute(append, s.ctx)
+    except GatewayError as exc:
+        s.conn.log.info("publish refused", error=exc.message)
+        if duplicate_ids:
+            await s.send(rs.PublishConfirm(publisher_id=f.publisher_id,
+                                           publishing_ids=tuple(duplicate_ids)))  # fmt: skip
+        return _errors(f.publisher_id, fresh_ids, tr.response_code(exc))
+    if publisher.reference and last > publisher.last:
+        publisher.last = last
+        await _keep_sequence(s, publisher)
+    return rs.PublishConfirm(
+        publisher_id=f.publisher_id, publishing_ids=(*duplicate_ids, *fresh_ids)
+    )
+
+
+async def _keep_sequence(s: Session, publisher: Publisher) -> None:
+    target = publisher.target
+    try:
+        await s.router.execute(
+            CommitOffset(group=PUBLISHER_GROUP + publisher.reference, topic=target.topic,
+                         partition=target.partition, offset=publisher.last + 1),
+            s.ctx,
+        )  # fmt: skip
+    except GatewayError as exc:  # the messages are stored: confirm them anyway
+        s.conn.log.warning("publisher sequence not kept", reference=publisher.reference,
+                           error=exc.message)  # fmt: skip
+
+
+async def query_sequence(s: Session, f: rs.QueryPublisherSequence) -> rs.Frame:
+    target = await s.catalog.target(s.stream, f.stream, s.ctx)
+    live = s.service.references.get((target.topic.stream, target.name, f.reference))
+    sequence = live.last if live is not None else await stored_sequence(s, target, f.reference)
+    return rs.QueryPublisherSequenceResponse(
+        correlation_id=f.correlation_id, code=ResponseCode.OK, sequence=sequence
+    )
+
+
+async def delete(s: Session, f: rs.DeletePublisher) -> rs.Frame:
+    publisher = s.publishers.pop(f.publisher_id, None)
+    if publisher is None:
+        raise tr.RabbitCode(ResponseCode.PUBLISHER_DOES_NOT_EXIST,
+                            f"publisher {f.publisher_id} does not exist")  # fmt: skip
+    _forget(s, publisher)
+    return rs.DeletePublisherResponse(correlation_id=f.correlation_id, code=ResponseCode.OK)
+
+
+def _forget(s: Session, publisher: Publisher) -> None:
+    if publisher.reference and s.service.references.get(publisher.key) is publisher:
+        del s.service.references[publisher.key]
+
+
+def drop(s: Session, stream_name: str | None = None) -> int:
+    """Forget this connection's publishers (of ``stream_name`` only, when given)."""
+    gone = [p for p in s.publishers.values() if stream_name in (None, p.target.name)]
+    for publisher in gone:
+        del s.publishers[publisher.id]
+        _forget(s, publisher)
+    return len(gone)
+
+
+HANDLERS: dict[type, Any] = {
+    rs.DeclarePublisher: declare,
+    rs.Publish: publish,
+    rs.QueryPublisherSequence: query_sequence,
+    rs.DeletePublisher: delete,
+}
+
+FAILURES: dict[type, Callable[[Any, int], rs.Frame]] = {
+    rs.DeclarePublisher: lambda f, code: rs.DeclarePublisherResponse(
+        correlation_id=f.correlation_id, code=code
+    ),
+    rs.QueryPublisherSequence: lambda f, code: rs.QueryPublisherSequenceResponse(
+        correlation_id=f.correlation_id, code=code, sequence=0
+    ),
+    rs.DeletePublisher: lambda f, code: rs.DeletePublisherResponse(
+        correlation_id=f.correlation_id, code=code
+    ),
+}
+
+__all__ = ["FAILURES", "HANDLERS", "PUBLISHER_GROUP", "Publisher", "drop", "stored_sequence"]

@@ -1,0 +1,222 @@
+"""RabbitMQ Stream listener (default port 5552): the server side of the RabbitMQ Stream protocol
+(rabbitmq-stream.md) on the canonical model.
+
+The connection goes through the server's states (§7): PeerProperties, SaslHandshake and
+SaslAuthenticate (PLAIN, users of the gateway's user store), the gateway's Tune and the client's
+answer, Open of a virtual host (= a canonical stream, ``/`` = ``default``). Before Open only those
+frames (and Heartbeat, Close) are taken; anything else, or a frame that cannot be decoded, closes
+the socket without a word, as the real server does. After Open an unknown or undecodable frame is
+answered with ``Close(code)`` (0x0d unknown frame...) and the connection ends when the client
+answers or after a grace period; a frame over the negotiated frame_max gets ``Close(0x0e)``.
+
+Frames are handled in arrival order by the reading task (a publisher's entries are appended in
+the order sent); every subscription delivers from a task of its own, bounded by its credit, and a
+heartbeat task sends a Heartbeat each interval and drops a client silent for three of them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import structlog
+import trio
+
+from gateway.coordination import UserStore
+from gateway.listeners.connection import Connection, Handler, advertised_address
+from gateway.listeners.rabbitmq_stream import consume as rabbitmq_stream_consume
+from gateway.listeners.rabbitmq_stream import handshake as rabbitmq_stream_handshake
+from gateway.listeners.rabbitmq_stream import publish as rabbitmq_stream_publish
+from gateway.listeners.rabbitmq_stream import streams as rabbitmq_stream_streams
+from gateway.listeners.rabbitmq_stream.catalog import Catalog
+from gateway.listeners.rabbitmq_stream.sac import ActiveConsumers
+from gateway.listeners.rabbitmq_stream.session import (
+    CLOSE_GRACE_S,
+    Closed,
+    RabbitStreamSettings,
+    Session,
+    State,
+)
+from gateway.model import (
+    GatewayError,
+)
+from gateway.router import RequestContext, Router
+from gateway.translate.rabbitmq_stream import requests as tr
+from protocols import rabbitmq_stream as rs
+from protocols._wire import NEED_DATA, FrameTooLarge, RemoteProtocolError
+from protocols.rabbitmq_stream import Key, ResponseCode
+
+if TYPE_CHECKING:
+    from gateway.listeners.rabbitmq_stream.publish import Publisher
+
+log = structlog.get_logger("streamgate.rabbitmq_stream")
+
+FrameHandler = Callable[[Session, Any], Awaitable[rs.Frame | None]]
+
+# Taken before Open (§7); the rest of the state machine is in the handlers.
+_BEFORE_OPEN = frozenset(
+    {
+        rs.PeerProperties, rs.SaslHandshake, rs.SaslAuthenticate, rs.Tune, rs.Open,
+        rs.Heartbeat, rs.Close, rs.CloseResponse,
+    }
+)  # fmt: skip
+_WIRE_NAMES = {int(k): k.name.lower() for k in Key}
+
+
+class RabbitStreamService:
+    def __init__(self, router: Router, settings: RabbitStreamSettings, *, users: UserStore) -> None:
+        self.router = router
+        self.settings = settings
+        self.users = users
+        self.catalog = Catalog(router)
+        self.active = ActiveConsumers()
+        self.sessions: set[Session] = set()
+        # (canonical stream, rabbit stream, reference) -> the live publisher with that reference
+        self.references: dict[tuple[str, str, str], Publisher] = {}
+        self.handlers: dict[type, FrameHandler] = {
+            **rabbitmq_stream_handshake.HANDLERS,
+            **rabbitmq_stream_streams.HANDLERS,
+            **rabbitmq_stream_publish.HANDLERS,
+            **rabbitmq_stream_consume.HANDLERS,
+        }
+
+    def handler(self) -> Handler:
+        return self.handle
+
+    def ensure_default_user(self) -> None:
+        s = self.settings
+        if s.default_user:
+            self.users.ensure_user(s.default_user, s.default_password)
+
+    async def handle(self, conn: Connection) -> None:
+        s = self.settings
+        codec = rs.RabbitStreamServerCodec(min(s.max_frame_bytes, s.frame_max))
+        host, port = advertised_address(conn, s.advertised_host, s.advertised_port, 5552)
+        async with trio.open_nursery() as nursery:
+            session = Session(self, conn, codec, nursery, host, port)
+            self.sessions.add(session)
+            try:
+                await self._serve(session)
+            except Closed:
+                pass
+            finally:
+                session.closing = True
+                self.sessions.discard(session)
+                rabbitmq_stream_publish.drop(session)
+                rabbitmq_stream_consume.drop(session)
+                nursery.cancel_scope.cancel()
+
+    async def _serve(self, session: Session) -> None:
+        conn, codec = session.conn, session.codec
+        metrics = conn.metrics
+        inflight = metrics.inflight_requests.labels(tr.PROTOCOL)
+        while True:
+            try:
+                frame = codec.next_frame()
+            except FrameTooLarge as exc:
+                if session.state is not State.OPEN:
+                    raise  # before Open: the socket is closed without a frame (§7)
+                await self._refuse(session, ResponseCode.FRAME_TOO_LARGE, "frame too large", exc)
+                metrics.connection_errors.labels(tr.PROTOCOL, "frame_too_large").inc()
+                return
+            except RemoteProtocolError as exc:
+                if session.state is not State.OPEN:
+                    raise  # before Open: the socket is closed without a frame (§7)
+                code = exc.hint if isinstance(exc.hint, int) else ResponseCode.UNKNOWN_FRAME
+                await self._refuse(session, code, str(exc), exc)
+                metrics.connection_errors.labels(tr.PROTOCOL, "protocol_error").inc()
+                return
+            if frame is NEED_DATA:
+                await conn.feed(codec)
+                session.last_received = time.monotonic()
+                continue
+            if frame is rs.CONNECTION_CLOSED:
+                return
+            assert isinstance(frame, rs.Frame)
+            handler = self.handlers.get(type(frame))
+            if session.state is not State.OPEN and type(frame) not in _BEFORE_OPEN:
+                conn.log.info("frame before open", frame=type(frame).__name__)
+                metrics.connection_errors.labels(tr.PROTOCOL, "protocol_error").inc()
+                return
+            if handler is None:  # a frame only a server sends, or one not served
+                await self._refuse(session, ResponseCode.UNKNOWN_FRAME, "unknown frame", None)
+                metrics.connection_errors.labels(tr.PROTOCOL, "protocol_error").inc()
+                return
+            wire_command = _WIRE_NAMES.get(frame.KEY, "unknown")
+            session.ctx = RequestContext(tr.PROTOCOL, wire_command)
+            t0 = time.perf_counter()
+            error_type = ""
+            inflight.inc()
+            try:
+                reply = await handler(session, frame)
+            except GatewayError as exc:
+                reply, error_type = _failure(session, frame, exc), exc.error_type
+            finally:
+                inflight.dec()
+            if reply is not None:
+                await session.send(reply)
+            elapsed = time.perf_counter() - t0
+            if session.ctx.command_s == 0.0:
+                metrics.observe_command(
+                    tr.PROTOCOL, wire_command, wire_command, elapsed, error_type
+                )
+            metrics.gateway_overhead.labels(tr.PROTOCOL, wire_command).observe(
+                max(0.0, elapsed - session.ctx.command_s)
+            )
+
+    async def _refuse(
+        self, session: Session, code: int, reason: str, exc: Exception | None
+    ) -> None:
+        """Close(code) and wait (briefly) for the client's CloseResponse (§5 Close)."""
+        session.conn.log.info("closing connection", code=code, error=str(exc or reason))
+        await session.send(rs.Close(correlation_id=session.next_correlation(), code=code,
+                                    reason=reason[:200]))  # fmt: skip
+        if isinstance(exc, FrameTooLarge):
+            return  # the rest of the stream cannot be parsed
+        with trio.move_on_after(CLOSE_GRACE_S):
+            while True:
+                try:
+                    frame = session.codec.next_frame()
+                except RemoteProtocolError:
+                    return
+                if frame is NEED_DATA:
+                    await session.conn.feed(session.codec)
+                elif frame is rs.CONNECTION_CLOSED or isinstance(frame, rs.CloseResponse):
+                    return
+
+
+_FAILURES = {
+    **rabbitmq_stream_streams.FAILURES,
+    **rabbitmq_stream_publish.FAILURES,
+    **rabbitmq_stream_consume.FAILURES,
+}
+
+
+def _failure(session: Session, frame: rs.Frame, exc: GatewayError) -> rs.Frame | None:
+    session.conn.log.debug("rabbitmq stream command failed", frame=type(frame).__name__,
+                           error=exc.message)  # fmt: skip
+    code = tr.response_code(exc)
+    respond = _FAILURES.get(type(frame))
+    if respond is not None:
+        return respond(frame, code)
+    correlation = getattr(frame, "correlation_id", None)
+    if correlation is None:
+        return None
+    return _code_response(frame, code)
+
+
+def _code_response(frame: rs.Frame, code: int) -> rs.Frame:
+    responses: dict[type, type[rs.CodeResponse]] = {
+        rs.PeerProperties: rs.PeerPropertiesResponse,
+        rs.SaslHandshake: rs.SaslHandshakeResponse,
+        rs.SaslAuthenticate: rs.SaslAuthenticateResponse,
+        rs.Open: rs.OpenResponse,
+        rs.Close: rs.CloseResponse,
+        rs.ExchangeCommandVersions: rs.ExchangeCommandVersionsResponse,
+    }
+    cls = responses[type(frame)]
+    return cls(correlation_id=frame.correlation_id, code=code)  # type: ignore[attr-defined]
+
+
+__all__ = ["RabbitStreamService", "RabbitStreamSettings", "Session", "State"]

@@ -1,0 +1,94 @@
+"""Iggy streams, topics and partitions <-> canonical infos and TopicConfig (iggy.md
+§5.3-§5.5, classic layouts §9). Pure functions. How options and settings map is shared with the
+Iggy backend, in ``gateway.translate.iggy.topic_settings``; it is re-exported here for the listener.
+"""
+
+from __future__ import annotations
+
+from gateway.model import PartitionInfo, StreamInfo, TopicInfo
+from gateway.translate.iggy import topic_settings as mapped
+from gateway.translate.iggy.messages import current_offset
+from gateway.translate.iggy.topic_settings import options_of, topic_config
+from protocols import iggy as wire
+
+# --- streams and topics -------------------------------------------------------------------------
+
+
+def legacy_topic_options(
+    compression_algorithm: int, message_expiry: int, max_topic_size: int
+) -> dict[str, str]:
+    """The fixed fields of an era A/B CreateTopic/UpdateTopic, as options."""
+    options = {}
+    if compression_algorithm == wire.CompressionAlgorithm.GZIP:
+        options["compression_algorithm"] = "gzip"
+    if message_expiry:
+        options["message_expiry"] = str(message_expiry)
+    if max_topic_size:
+        options["max_topic_size"] = str(max_topic_size)
+    return options
+
+
+def partition_frame(info: PartitionInfo, created_at: int, *, shift: int = 0) -> wire.Partition:
+    return wire.Partition(
+        id=info.partition + shift,
+        created_at=created_at,
+        segments_count=1,
+        current_offset=current_offset(info.next_offset),
+        size_bytes=info.size_bytes,
+        messages_count=info.next_offset - info.log_start_offset,
+    )
+
+
+def topic_frame(info: TopicInfo, *, legacy: bool = False) -> wire.Topic:
+    config = info.config
+    return wire.Topic(
+        id=info.id,
+        created_at=info.created_at_us,
+        partitions_count=info.partition_count,
+        message_expiry=mapped.message_expiry(config),
+        compression_algorithm=mapped.compression(config),
+        max_topic_size=mapped.max_topic_size(config, info.partition_count),
+        size_bytes=info.size_bytes,
+        messages_count=info.message_count,
+        name=info.topic.name,
+        replication_factor=1 if legacy else 0,
+        options=() if legacy else mapped.options_tlv(config.extra),
+    )
+
+
+def topic_details(info: TopicInfo, *, legacy: bool = False, shift: int = 0) -> wire.TopicDetails:
+    return wire.TopicDetails(
+        topic=topic_frame(info, legacy=legacy),
+        partitions=tuple(
+            partition_frame(p, info.created_at_us, shift=shift) for p in info.partitions
+        ),
+    )
+
+
+def stream_frame(info: StreamInfo) -> wire.Stream:
+    return wire.Stream(
+        id=info.id,
+        created_at=info.created_at_us,
+        topics_count=len(info.topics),
+        size_bytes=sum(t.size_bytes for t in info.topics),
+        messages_count=sum(t.message_count for t in info.topics),
+        name=info.name,
+    )
+
+
+def stream_details(info: StreamInfo, *, legacy: bool = False) -> wire.StreamDetails:
+    return wire.StreamDetails(
+        stream=stream_frame(info), topics=tuple(topic_frame(t, legacy=legacy) for t in info.topics)
+    )
+
+
+__all__ = [
+    "legacy_topic_options",
+    "options_of",
+    "partition_frame",
+    "stream_details",
+    "stream_frame",
+    "topic_config",
+    "topic_details",
+    "topic_frame",
+]

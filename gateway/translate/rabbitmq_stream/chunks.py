@@ -1,0 +1,155 @@
+"""RabbitMQ Stream Deliver chunks of canonical batches (rabbitmq-stream.md §6), and the message
+mapping the listener shares with the RabbitMQ backend (``messages``: entries <-> canonical
+messages, the stored ``rabbitmq_stream`` wire form), re-exported here.
+Pure functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final, NamedTuple
+
+from gateway.model import CorruptMessage, MessageBatch
+from gateway.translate.lossy import Lossy, ignore_lossy
+from gateway.translate.rabbitmq_stream.messages import (
+    BODY_HEADER,
+    PROPERTY_PREFIX,
+    ROUTING_KEY,
+    TIMESTAMP_US,
+    WIRE_FORMAT,
+    decode_wire,
+    record_count,
+    stored_batch,
+    to_amqp,
+    to_canonical,
+    wire_batch,
+    wire_entries,
+)
+from protocols._wire import RemoteProtocolError
+from protocols.rabbitmq_stream.chunk import (
+    Entry,
+    SimpleEntry,
+    count_entries,
+    encode_chunk,
+    encode_chunk_body,
+)
+
+__all__ = [
+    "BODY_HEADER",
+    "MAX_CHUNK_ENTRIES",
+    "PROPERTY_PREFIX",
+    "ROUTING_KEY",
+    "TIMESTAMP_US",
+    "WIRE_FORMAT",
+    "DeliverChunk",
+    "Lossy",
+    "chunk_for",
+    "decode_wire",
+    "stored_batch",
+    "to_amqp",
+    "to_canonical",
+    "wire_batch",
+    "wire_entries",
+]
+
+MAX_CHUNK_ENTRIES: Final = 0xFFFF  # a chunk header's entry count is a uint16 (§6)
+
+
+class DeliverChunk(NamedTuple):
+    data: bytes  # the Osiris chunk (header + entries) a Deliver carries
+    chunk_id: int  # offset of its first record
+    records: int  # the next offset to read is chunk_id + records
+
+
+def _entries_of(batch: MessageBatch, start: int, lossy: Lossy) -> Iterable[tuple[int, Entry, int]]:
+    """(offset, entry, timestamp_us) of the batch's entries holding offsets >= ``start``."""
+    wire = batch.wire
+    if wire is not None and wire.format == WIRE_FORMAT:
+        offset = wire.base_offset
+        for entry in wire_entries(wire):
+            count = record_count(entry)
+            if offset + count > start:
+                yield offset, entry, wire.max_timestamp_us
+            offset += count
+        return
+    for m in batch.messages:
+        if m.offset >= start:
+            yield m.offset, SimpleEntry(to_amqp(m, lossy)), m.timestamp_us
+
+
+def _whole_stored(
+    batches: tuple[MessageBatch, ...], chunk_id: int, epoch: int
+) -> DeliverChunk | None:
+    """The fast path: stored RabbitMQ batches, contiguous from ``chunk_id`` on, are already a
+    chunk's entries; they are joined, not decoded. None when that is not the case."""
+    parts: list[bytes] = []
+    expected = chunk_id
+    timestamp_us = 0
+    entries = 0
+    for batch in batches:
+        wire = batch.wire
+        if wire is None or wire.format != WIRE_FORMAT or wire.base_offset != expected:
+            break
+        try:
+            n, records = count_entries(wire.data)
+        except RemoteProtocolError as exc:
+            raise CorruptMessage(f"stored RabbitMQ entries: {exc}") from None
+        if records != wire.count:
+            raise CorruptMessage(f"stored RabbitMQ batch: {records} records, {wire.count} said")
+        if entries + n > MAX_CHUNK_ENTRIES:
+            break  # the header counts entries in 16 bits
+        parts.append(wire.data)
+        entries += n
+        expected += records
+        timestamp_us = max(timestamp_us, wire.max_timestamp_us)
+    if not parts:
+        return None
+    data = encode_chunk_body(
+        b"".join(parts), entries=entries, records=expected - chunk_id, chunk_id=chunk_id,
+        timestamp_ms=timestamp_us // 1000, epoch=epoch,
+    )  # fmt: skip
+    return DeliverChunk(data, chunk_id, expected - chunk_id)
+
+
+def chunk_for(
+    batches: Iterable[MessageBatch],
+    chunk_id: int,
+    *,
+    epoch: int = 1,
+    lossy: Lossy = ignore_lossy,
+) -> DeliverChunk | None:
+    """One Deliver chunk of the records from ``chunk_id`` on: stored RabbitMQ entries as they
+    were published (sub-entry batches stay compressed), other messages as AMQP simple entries.
+    A stored sub-entry batch holding ``chunk_id`` starts the chunk at its first record (clients
+    skip records below the offset they asked for, §6). The chunk ends at the first gap in the
+    offsets or at 65,535 entries; the timestamp is the latest of its records (the writer's clock in
+    Osiris). None when no record is at or after ``chunk_id``. Stored RabbitMQ batches starting
+    right at ``chunk_id``, or at the first offset after it that holds a record (offsets may have
+    gaps: on a RabbitMQ backend a stored consumer offset takes one), are joined as they are,
+    without decoding an entry."""
+    batches = tuple(batches)
+    start = chunk_id
+    if batches and batches[0].wire is not None and batches[0].base_offset > chunk_id:
+        start = batches[0].base_offset
+    whole = _whole_stored(batches, start, epoch)
+    if whole is not None:
+        return whole
+    entries: list[Entry] = []
+    first = expected = -1
+    timestamp_us = 0
+    for batch in batches:
+        for offset, entry, ts in _entries_of(batch, chunk_id, lossy):
+            if first < 0:
+                first = expected = offset
+            elif offset != expected or len(entries) >= MAX_CHUNK_ENTRIES:
+                break
+            entries.append(entry)
+            expected += record_count(entry)
+            timestamp_us = max(timestamp_us, ts)
+        else:
+            continue
+        break
+    if not entries:
+        return None
+    data = encode_chunk(entries, chunk_id=first, timestamp_ms=timestamp_us // 1000, epoch=epoch)
+    return DeliverChunk(data, first, expected - first)
