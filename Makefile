@@ -1,11 +1,17 @@
-# streamgate: `make run` and `make test` set up everything they need on a fresh Debian machine.
+# streamgate: `make run`, `make check` and `make test` set up what they need on a fresh Debian
+# machine.
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-stamp
+# Two stamps in one venv: what running the gateway needs (the runtime dependencies: `make run`),
+# and on top of it the `test` extra (linters, test clients, Tansu: `make check`, `make test`).
+# `make run` after `make test` installs nothing; `make test` after `make run` adds the extra.
+RUN_STAMP := $(VENV)/.run-stamp
+TEST_STAMP := $(VENV)/.test-stamp
+PIP_INSTALL := $(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt
 # Older Iggy clients (classic framing), each pinned in a venv of its own: their extension modules
 # cannot share one with apache-iggy 0.9.0. tests/gateway/listeners/iggy_classic runs them.
 IGGY08_VENV := .venv-iggy08
@@ -20,11 +26,22 @@ IGGYPY04_STAMP := $(IGGYPY04_VENV)/.installed-stamp
 APT_TEST_PACKAGES := kcat rabbitmq-server
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help setup run test lint check-tests bench bench-kafka bench-iggy bench-rabbitmq-stream \
-	bench-backends clean apt-test python-ok older-clients
+# The tests that need no server, no extra venv and no apt (codecs, translation, coordination, the
+# embedded store, config, the client's rendering): `make check`. By path, so a moved or renamed
+# one is an error here rather than silently left out; a new module under these folders joins it.
+CHECK_TESTS := tests/protocols tests/gateway/translate tests/gateway/coordination \
+	tests/gateway/backends/embedded tests/gateway/client tests/gateway/test_config.py \
+	tests/gateway/backends/iggy/test_mapping.py \
+	tests/gateway/backends/rabbitmq_stream/test_catalog.py \
+	tests/gateway/backends/rabbitmq_stream/test_streams.py
+
+.PHONY: help setup setup-run run check test lint bench bench-kafka bench-iggy \
+	bench-rabbitmq-stream bench-backends clean apt-test python-ok compiler-ok older-clients
 
 help:
-	@echo "make run   - set up and run the gateway on the embedded backend (./data)"
+	@echo "make run   - set up (runtime dependencies only) and run the gateway on the embedded"
+	@echo "             backend (./data)"
+	@echo "make check - the fast loop (< 2 min): linters and the tests that need no server"
 	@echo "make test  - set up and run the linters and the whole test suite"
 	@echo "make bench - benchmark the embedded store"
 	@echo "make bench-kafka - confluent-kafka against a gateway it starts (100 B and 1 KiB)"
@@ -44,19 +61,27 @@ python-ok:
 	$$py -c 'import ensurepip, venv' 2>/dev/null || { \
 	  echo "installing python3-venv (apt-get)"; $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq python3-venv; };
-	@# rbfly (a RabbitMQ Stream client of the tests) builds C extensions from its sources.
+
+# rbfly (a RabbitMQ Stream client in the test extra) builds C extensions from its sources.
+compiler-ok:
 	@py=$$(command -v python3.11 || command -v python3.12 || command -v python3); \
 	command -v cc >/dev/null 2>&1 && $$py -c 'import os, sys, sysconfig; \
 	  sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' || { \
 	  echo "installing gcc and python3-dev (apt-get)"; $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq gcc python3-dev; }
 
-$(STAMP): pyproject.toml constraints.txt | python-ok
+$(RUN_STAMP): pyproject.toml constraints.txt | python-ok
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev]'
-	@touch $(STAMP)
+	$(PIP_INSTALL) -e .
+	@touch $(RUN_STAMP)
 
-setup: $(STAMP)
+$(TEST_STAMP): $(RUN_STAMP) | compiler-ok
+	$(PIP_INSTALL) -e '.[test]'
+	@touch $(TEST_STAMP)
+
+setup-run: $(RUN_STAMP)
+
+setup: $(TEST_STAMP)
 
 $(IGGY08_STAMP): | python-ok
 	$(PYTHON) -m venv $(IGGY08_VENV)
@@ -79,32 +104,37 @@ apt-test:
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; fi
 
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(BIN)/streamgate run $(ARGS)
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: $(STAMP) older-clients apt-test lint
-	$(BIN)/pytest $(PYTEST_ARGS)
+# Hypothesis profiles (tests/conftest.py): `dev` is short, `ci` is what CI (CI=true) runs.
+check: $(TEST_STAMP) lint
+	HYPOTHESIS_PROFILE=dev $(BIN)/pytest $(PYTEST_ARGS) $(CHECK_TESTS)
 
-bench: $(STAMP)
+test: $(TEST_STAMP) older-clients apt-test lint
+	HYPOTHESIS_PROFILE=ci $(BIN)/pytest $(PYTEST_ARGS)
+
+bench: $(RUN_STAMP)
 	$(BIN)/streamgate bench embedded $(ARGS)
 
-bench-kafka: $(STAMP)
+bench-kafka: $(TEST_STAMP)
 	$(BIN)/streamgate bench kafka $(ARGS)
 
-bench-iggy: $(STAMP)
+bench-iggy: $(TEST_STAMP)
 	$(BIN)/streamgate bench iggy $(ARGS)
 
-bench-rabbitmq-stream: $(STAMP)
+bench-rabbitmq-stream: $(TEST_STAMP)
 	$(BIN)/streamgate bench rabbitmq-stream $(ARGS)
 
 # Starts a private RabbitMQ and Tansu on loopback (tests/helpers), stopped by pid at the end or on
 # Ctrl-C; the bench gets their URLs for the placeholders. ARGS, e.g. ARGS="--rounds 3".
-bench-backends: $(STAMP) apt-test
+bench-backends: $(TEST_STAMP) apt-test
 	$(BIN)/python -m tests.helpers.bench_brokers -- $(BIN)/streamgate bench backends \
 	  --rabbitmq-url '{rabbitmq_url}' --kafka-url '{kafka_url}' $(ARGS)
 

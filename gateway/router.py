@@ -7,7 +7,7 @@ every command is measured the same way and failures are always ``GatewayError``s
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -18,24 +18,56 @@ from gateway.backends import Backend
 from gateway.coordination import GroupCoordinator, UserStore
 from gateway.metrics import Metrics
 from gateway.model import (
-    COMMAND_NAMES,
+    Append,
     AppendResult,
+    Authenticate,
     Command,
     CommitOffset,
+    CommitOffsetResult,
+    CreatePartitions,
+    CreateStream,
+    CreateTopic,
+    DeleteOffset,
+    DeletePartitions,
+    DeleteStream,
+    DeleteTopic,
+    DescribeGroup,
+    DescribeTopic,
+    FetchOffset,
     GatewayError,
+    Heartbeat,
+    JoinGroup,
+    LeaveGroup,
+    ListGroups,
+    ListOffsets,
+    ListStreams,
+    ListTopics,
+    PurgeStream,
+    PurgeTopic,
+    Read,
     ReadResult,
+    Stats,
+    SyncGroup,
     Unsupported,
+    UpdateStream,
+    UpdateTopic,
 )
 
 R = TypeVar("R")
+C = TypeVar("C", bound=Command[Any])
 log = structlog.get_logger("streamgate.router")
 
-# The commands the Backend protocol has a method for; group membership goes to the gateway's
-# coordinator (for backends without native groups) and authentication to the user store.
-_BACKEND_COMMANDS = frozenset(name for name in COMMAND_NAMES if hasattr(Backend, name))
-_GROUP_COMMANDS = (
-    "join_group", "sync_group", "heartbeat", "leave_group", "describe_group", "list_groups",
-)  # fmt: skip
+# What executes a command, keyed by its class. The value type cannot name the key's class, so
+# entries go in only through ``_bind``, where mypy checks that the method accepts that class.
+Handlers = Mapping[type[Command[Any]], Callable[[Any], Awaitable[Any]]]
+
+
+def _bind(
+    table: dict[type[Command[Any]], Callable[[Any], Awaitable[Any]]],
+    cls: type[C],
+    fn: Callable[[C], Awaitable[Any]],
+) -> None:
+    table[cls] = fn
 
 
 @dataclass(slots=True)
@@ -60,17 +92,53 @@ class Router:
         self.backend = backend
         self.metrics = metrics
         self.coordinator = coordinator
-        self._handlers: dict[str, Callable[[Any], Awaitable[Any]]] = {
-            name: getattr(backend, name) for name in _BACKEND_COMMANDS
-        }
-        if coordinator is not None:
-            for name in _GROUP_COMMANDS:
-                self._handlers[name] = getattr(coordinator, name)
-            self._handlers["commit_offset"] = self._commit_offset
-        if users is not None:
-            self._handlers["authenticate"] = users.authenticate
+        self._handlers: Handlers = self._bind_handlers(backend, coordinator, users)
 
-    async def _commit_offset(self, cmd: CommitOffset) -> Any:
+    def _bind_handlers(
+        self, backend: Backend, coordinator: GroupCoordinator | None, users: UserStore | None
+    ) -> Handlers:
+        # Every command the Backend protocol has a method for; group membership goes to the
+        # gateway's coordinator (for backends without native groups) and authentication to the
+        # user store. A command left out here is answered ``Unsupported``.
+        t: dict[type[Command[Any]], Callable[[Any], Awaitable[Any]]] = {}
+        _bind(t, CreateStream, backend.create_stream)
+        _bind(t, DeleteStream, backend.delete_stream)
+        _bind(t, UpdateStream, backend.update_stream)
+        _bind(t, PurgeStream, backend.purge_stream)
+        _bind(t, ListStreams, backend.list_streams)
+        _bind(t, CreateTopic, backend.create_topic)
+        _bind(t, DeleteTopic, backend.delete_topic)
+        _bind(t, ListTopics, backend.list_topics)
+        _bind(t, DescribeTopic, backend.describe_topic)
+        _bind(t, UpdateTopic, backend.update_topic)
+        _bind(t, CreatePartitions, backend.create_partitions)
+        _bind(t, DeletePartitions, backend.delete_partitions)
+        _bind(t, PurgeTopic, backend.purge_topic)
+        _bind(t, Append, backend.append)
+        _bind(t, Read, backend.read)
+        _bind(t, ListOffsets, backend.list_offsets)
+        _bind(t, CommitOffset, backend.commit_offset)
+        _bind(t, FetchOffset, backend.fetch_offset)
+        _bind(t, DeleteOffset, backend.delete_offset)
+        _bind(t, Stats, backend.stats)
+        if coordinator is not None:
+            _bind(t, JoinGroup, coordinator.join_group)
+            _bind(t, SyncGroup, coordinator.sync_group)
+            _bind(t, Heartbeat, coordinator.heartbeat)
+            _bind(t, LeaveGroup, coordinator.leave_group)
+            _bind(t, DescribeGroup, coordinator.describe_group)
+            _bind(t, ListGroups, coordinator.list_groups)
+            # replaces the backend's own: a member's commit is checked against its group first
+            _bind(t, CommitOffset, self._commit_offset)
+        if users is not None:
+            _bind(t, Authenticate, users.authenticate)
+        return t
+
+    def supports(self, cls: type[Command[Any]]) -> bool:
+        """Whether ``execute`` has something to run a command of this class on."""
+        return cls in self._handlers
+
+    async def _commit_offset(self, cmd: CommitOffset) -> CommitOffsetResult:
         # A commit from a group member must come from the current generation (Kafka's
         # OffsetCommit rule), checked where the group state lives.
         assert self.coordinator is not None
@@ -79,7 +147,7 @@ class Router:
 
     async def execute(self, cmd: Command[R], ctx: RequestContext) -> R:
         name = cmd.name
-        handler = self._handlers.get(name)
+        handler = self._handlers.get(type(cmd))
         m = self.metrics
         t0 = time.perf_counter()
         try:

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import trio
+from hypothesis import settings
 from prometheus_client import CollectorRegistry
 
 from gateway.app import Running, serve_gateway
 from gateway.config import Config, load
+
+# Hypothesis profiles, chosen by HYPOTHESIS_PROFILE (the Makefile sets it). `ci` (`make test`) is
+# Hypothesis's own, which it already loads where CI=true: today's example counts, derandomized, no
+# deadline, no example database. `dev` (`make check`) caps the tests that do not set their own
+# max_examples; those that do (the FAST/FUZZ settings of tests/protocols) keep their counts.
+# Unset, a plain `pytest` keeps Hypothesis's choice (`default`, or `ci` under CI).
+settings.register_profile("dev", settings.get_profile("default"), max_examples=20)
+if profile := os.environ.get("HYPOTHESIS_PROFILE"):
+    settings.load_profile(profile)
 
 
 def gateway_config(data_dir: Path, **overrides: object) -> Config:

@@ -56,6 +56,7 @@ from gateway.model import (
     UpdateStreamResult,
     UpdateTopic,
     UpdateTopicResult,
+    WireFormat,
 )
 
 
@@ -84,7 +85,7 @@ class Capabilities:
     streams: bool = True  # namespaces; False: only the default stream
     max_message_bytes: int = 64 << 20
     # Wire formats the backend stores as-is (batches in them are never decoded on append).
-    wire_formats: frozenset[str] = field(default_factory=frozenset)
+    wire_formats: frozenset[WireFormat] = field(default_factory=frozenset)
 
 
 @runtime_checkable

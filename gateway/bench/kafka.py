@@ -86,6 +86,8 @@ def gateway_process(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def _wait_ready(admin: str, deadline: float) -> None:

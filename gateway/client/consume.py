@@ -25,12 +25,6 @@ from gateway.model import (
     Topic,
 )
 
-# A read may return a batch in the wire format it arrived in (the embedded store keeps Kafka,
-# Iggy and RabbitMQ Stream batches as sent): these modules register their decoders on import.
-from gateway.translate.iggy import messages as _iggy  # noqa: F401
-from gateway.translate.kafka import messages as _kafka  # noqa: F401
-from gateway.translate.rabbitmq_stream import messages as _rabbitmq_stream  # noqa: F401
-
 from .background import background
 from .commands import Start
 from .progress import Progress, showing, wanted

@@ -13,14 +13,18 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import cast
 
 import structlog
 import trio
+from prometheus_client import Gauge, Histogram
 
 from gateway.metrics import CONNECTION_ERROR_REASONS, Metrics
+from gateway.router import RequestContext
 from protocols._wire import FrameTooLarge, ProtocolError, Receiver
 
 log = structlog.get_logger("streamgate.session")
@@ -57,8 +61,73 @@ class Drain:
         return self.event.is_set()
 
 
+class RequestMeters:
+    """One listener's per-request metric children, looked up once and shared by its connections
+    (a label lookup costs about as much as the observation itself)."""
+
+    __slots__ = ("_overhead", "_overhead_by_command", "inflight", "metrics", "protocol")
+
+    def __init__(self, metrics: Metrics, protocol: str) -> None:
+        self.metrics = metrics
+        self.protocol = protocol
+        self.inflight: Gauge = metrics.inflight_requests.labels(protocol)
+        self._overhead = metrics.gateway_overhead
+        self._overhead_by_command: dict[str, Histogram] = {}
+
+    def overhead(self, wire_command: str) -> Histogram:
+        child = self._overhead_by_command.get(wire_command)
+        if child is None:
+            child = self._overhead_by_command[wire_command] = self._overhead.labels(
+                self.protocol, wire_command
+            )
+        return child
+
+
+class Request:
+    """The accounting of one wire request, around handling it and sending its answer: the
+    in-flight gauge, the ``RequestContext`` the router adds backend time to, and on success the
+    gateway's own overhead (elapsed minus that backend time). A request that raises is not
+    observed: its connection fails and is counted there.
+
+    A listener that answers some requests by itself (no canonical command runs) names them in
+    ``command`` (and ``error_type``): such a request is timed here as that command."""
+
+    __slots__ = ("_meters", "_t0", "command", "ctx", "error_type")
+
+    def __init__(self, meters: RequestMeters, wire_command: str) -> None:
+        self._meters = meters
+        self.ctx = RequestContext(meters.protocol, wire_command)
+        self.command = ""
+        self.error_type = ""
+        self._t0 = 0.0
+
+    def __enter__(self) -> Request:
+        self._meters.inflight.inc()
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        meters = self._meters
+        meters.inflight.dec()
+        if exc_type is not None:
+            return
+        elapsed = time.perf_counter() - self._t0
+        ctx = self.ctx
+        if self.command and ctx.command_s == 0.0:
+            meters.metrics.observe_command(
+                ctx.protocol, self.command, ctx.wire_command, elapsed, self.error_type
+            )
+        meters.overhead(ctx.wire_command).observe(max(0.0, elapsed - ctx.command_s))
+
+
 class Connection:
-    """What a protocol handler sees: bytes in, bytes out through the one writer, a logger."""
+    """What a protocol handler sees: bytes in, bytes out through the one writer, a logger, and
+    the accounting of each request (``with conn.request(wire_command) as request``)."""
 
     def __init__(
         self,
@@ -70,6 +139,7 @@ class Connection:
         peer: str,
         metrics: Metrics,
         limits: Limits,
+        meters: RequestMeters | None = None,
     ) -> None:
         self.stream = stream
         self.protocol = protocol
@@ -82,12 +152,18 @@ class Connection:
         self._bytes_in = metrics.bytes_received.labels(protocol)
         self._bytes_out = metrics.bytes_sent.labels(protocol)
         self._paused = metrics.paused_reads.labels(protocol)
+        self._meters = meters if meters is not None else RequestMeters(metrics, protocol)
         self._draining = False
         self._receive_scope: trio.CancelScope | None = None
 
     def bind(self, **context: object) -> None:
         """Add context (user, client id) to every later log line of this connection."""
         self.log = self.log.bind(**context)
+
+    def request(self, wire_command: str) -> Request:
+        """Enter around handling one request AND sending its answer (the overhead covers both);
+        the request's ``ctx`` goes to every ``router.execute`` it makes."""
+        return Request(self._meters, wire_command)
 
     async def receive(self) -> bytes:
         """The next bytes from the client; b"" at EOF or when the gateway is draining."""
@@ -187,6 +263,7 @@ class _Server:
             reason: metrics.connection_errors.labels(protocol, reason)
             for reason in CONNECTION_ERROR_REASONS
         }
+        self._meters = RequestMeters(metrics, protocol)
 
     async def session(self, stream: trio.abc.Stream) -> None:
         m = self.metrics
@@ -210,6 +287,7 @@ class _Server:
             peer=_peer_of(stream),
             metrics=m,
             limits=self.limits,
+            meters=self._meters,
         )
         self.drain.connections.add(conn)
         conn.log.debug("connection opened")
@@ -288,6 +366,6 @@ async def _close_on_drain(drain: Drain, scope: trio.CancelScope) -> None:
 
 
 __all__ = [
-    "Connection", "Drain", "Handler", "IdleTimeout", "Limits", "ListenerInfo",
-    "advertised_address", "serve_protocol",
+    "Connection", "Drain", "Handler", "IdleTimeout", "Limits", "ListenerInfo", "Request",
+    "RequestMeters", "advertised_address", "serve_protocol",
 ]  # fmt: skip

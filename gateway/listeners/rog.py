@@ -8,8 +8,8 @@ publish error text instead of a silent close.
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
+from typing import assert_never
 
 import trio
 
@@ -61,19 +61,9 @@ class RogService:
                 continue
             if frame is CONNECTION_CLOSED:
                 return
-            wire_command = tr.WIRE_COMMANDS.get(type(frame), "unknown")
-            t0 = time.perf_counter()
-            inflight = conn.metrics.inflight_requests.labels(tr.PROTOCOL)
-            inflight.inc()
-            ctx = RequestContext(tr.PROTOCOL, wire_command)
-            try:
-                response = await self.respond(frame, ctx, conn.metrics.lossy(tr.PROTOCOL))
-            finally:
-                inflight.dec()
-            await conn.send(codec.send(response))
-            conn.metrics.gateway_overhead.labels(tr.PROTOCOL, wire_command).observe(
-                max(0.0, time.perf_counter() - t0 - ctx.command_s)
-            )
+            with conn.request(tr.WIRE_COMMANDS.get(type(frame), "unknown")) as request:
+                response = await self.respond(frame, request.ctx, conn.metrics.lossy(tr.PROTOCOL))
+                await conn.send(codec.send(response))
             # One request per connection, as the real server (rog.md §1); what follows the
             # request is ignored, and the connection closes once the reply is flushed.
             return
@@ -84,24 +74,25 @@ class RogService:
         if isinstance(req, UnknownCommand):
             return Error(text=COMMAND_NOT_CREATED)
         try:
-            return await self._execute(req, ctx, lossy)
+            match req:
+                case CreateLog():
+                    cmd = tr.create_topic(req)
+                    if isinstance(cmd, Error):
+                        return cmd
+                    await self.router.execute(cmd, ctx)
+                    return Ok()
+                case Publish():
+                    await self.router.execute(tr.append(req), ctx)
+                    return Ok()
+                case Fetch() | Ack():
+                    return await self._consume(req, ctx, lossy)
+                case _:
+                    assert_never(req)
         except GatewayError as exc:
             return tr.error_response(req, exc)
 
-    async def _execute(
-        self, req: CreateLog | Publish | Fetch | Ack, ctx: RequestContext,
-        lossy: Lossy,
-    ) -> Response:  # fmt: skip
+    async def _consume(self, req: Fetch | Ack, ctx: RequestContext, lossy: Lossy) -> Response:
         execute = self.router.execute
-        if isinstance(req, CreateLog):
-            cmd = tr.create_topic(req)
-            if isinstance(cmd, Error):
-                return cmd
-            await execute(cmd, ctx)
-            return Ok()
-        if isinstance(req, Publish):
-            await execute(tr.append(req), ctx)
-            return Ok()
         async with self._group_locks[(req.name, req.partition, req.group)]:
             committed = (await execute(tr.fetch_offset(req), ctx)).offset
             offset = committed or 0

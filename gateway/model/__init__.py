@@ -10,8 +10,9 @@ from .messages import (
     Message,
     MessageBatch,
     WireBatch,
+    WireDecoder,
+    WireFormat,
     decode_wire,
-    register_wire_format,
 )
 from .names import DEFAULT_STREAM, MAX_NAME_LENGTH, Topic, check_name
 from .options import Acks, OffsetSpec, TopicConfig
@@ -30,9 +31,10 @@ __all__ = [
     "MessageBatch",
     "Topic",
     "WireBatch",
+    "WireDecoder",
+    "WireFormat",
     "check_name",
     "decode_wire",
-    "register_wire_format",
     *_commands_all,
     *_errors_all,
     *_results_all,

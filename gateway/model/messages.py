@@ -3,16 +3,17 @@
 ``Message`` and ``Header`` are NamedTuples, not dataclasses: they are built once per record on
 the hot path, and a tuple is several times cheaper to create than a frozen dataclass.
 
-A ``MessageBatch`` holds either decoded messages, or a batch's wire form (``WireBatch``: a
-format tag and the bytes) that is decoded only when somebody asks for ``messages``. When the
-reading side speaks the stored format, the bytes go out untouched (DESIGN.md §2).
+A ``MessageBatch`` holds either decoded messages, or a batch's wire form (``WireBatch``: its
+``WireFormat`` and the bytes) that is decoded only when somebody asks for ``messages``. When the
+reading side speaks the stored format, the bytes go out untouched (DESIGN.md §2). A wire form
+carries its own decoder, so decoding needs no table filled by whoever happened to be imported.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 
@@ -63,7 +64,7 @@ class Message(NamedTuple):
 class WireBatch:
     """A batch in some wire format, with what a store needs without decoding it."""
 
-    format: str
+    format: WireFormat
     data: bytes
     count: int
     base_offset: int = 0
@@ -72,20 +73,24 @@ class WireBatch:
 
 
 WireDecoder = Callable[[WireBatch], list[Message]]
-_decoders: dict[str, WireDecoder] = {}
 
 
-def register_wire_format(fmt: str, decoder: WireDecoder) -> None:
-    """Translators register how to decode their wire form; the model never imports them."""
-    _decoders[fmt] = decoder
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WireFormat:
+    """One wire form a batch may travel or be stored in: defined once, next to its decoder (the
+    translator of its protocol, or the embedded store for ``sg1``). Equal by name, so a format
+    compares and hashes the same after a copy or a pickle."""
+
+    name: str
+    decode: WireDecoder = field(compare=False, repr=False)
+
+    def __str__(self) -> str:
+        return self.name
 
 
 def decode_wire(wire: WireBatch) -> list[Message]:
-    try:
-        decoder = _decoders[wire.format]
-    except KeyError:
-        raise LookupError(f"no decoder registered for wire format {wire.format!r}") from None
-    return decoder(wire)
+    # for a caller holding a bare WireBatch (no MessageBatch to cache the result in)
+    return wire.format.decode(wire)
 
 
 class MessageBatch:
@@ -103,7 +108,7 @@ class MessageBatch:
     def messages(self) -> tuple[Message, ...]:
         if self._messages is None:
             assert self.wire is not None
-            self._messages = tuple(decode_wire(self.wire))
+            self._messages = tuple(self.wire.format.decode(self.wire))
         return self._messages
 
     @property
@@ -123,5 +128,5 @@ class MessageBatch:
         return self._messages[0].offset if self._messages else -1
 
     def __repr__(self) -> str:
-        form = self.wire.format if self.wire is not None else "decoded"
+        form = self.wire.format.name if self.wire is not None else "decoded"
         return f"<MessageBatch {len(self)} messages, {form}>"

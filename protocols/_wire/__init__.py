@@ -1,4 +1,5 @@
-"""Shared receive buffer, integer primitives and protocol error types for every codec."""
+"""Shared receive buffer, integer primitives, protocol error types and the SASL PLAIN parser
+for every codec."""
 
 from .buffer import ReceiveBuffer
 from .errors import FrameTooLarge, LocalProtocolError, ProtocolError, RemoteProtocolError
@@ -24,6 +25,7 @@ from .primitives import (
 )
 from .reader import BodyReader
 from .receiver import Receiver
+from .sasl import MalformedPlain, PlainCredentials, PlainNotUtf8, parse_plain
 from .sentinel import CONNECTION_CLOSED, NEED_DATA, ConnectionClosed, NeedData
 
 __all__ = [
@@ -45,7 +47,10 @@ __all__ = [
     "ConnectionClosed",
     "FrameTooLarge",
     "LocalProtocolError",
+    "MalformedPlain",
     "NeedData",
+    "PlainCredentials",
+    "PlainNotUtf8",
     "ProtocolError",
     "ReceiveBuffer",
     "Receiver",
@@ -56,4 +61,5 @@ __all__ = [
     "decode_varlong",
     "encode_uvarint",
     "encode_varint",
+    "parse_plain",
 ]

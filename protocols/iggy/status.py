@@ -18,6 +18,7 @@ class Status(IntEnum):
     INVALID_FORMAT = 4
     FEATURE_UNAVAILABLE = 5  # §8: a good catch-all for unknown command codes
     INVALID_IDENTIFIER = 6
+    RESOURCE_NOT_FOUND = 20  # users, tokens (iggy_common IggyError::ResourceNotFound)
     STALE_CLIENT = 30
     UNAUTHENTICATED = 40  # the client reconnects and logs in again (§1.1)
     UNAUTHORIZED = 41

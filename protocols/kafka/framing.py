@@ -15,6 +15,7 @@ from functools import cache
 from typing import Any, Final, TypeAlias
 
 from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
 
@@ -34,7 +35,7 @@ from protocols._wire import (
 from .versions import REFUSED, ApiKey, api_name
 
 DEFAULT_MAX_FRAME_SIZE: Final = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
-UNSUPPORTED_VERSION: Final = 35
+UNSUPPORTED_VERSION: Final = ErrorCode.unsupported_version  # 35
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,8 +52,8 @@ class KafkaRequest:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UnsupportedApiVersions:
-    """An ApiVersions request newer than we serve: answer error 35 with a v0 body listing our
-    range, and the client retries with a version we know (kafka.md §1.4 trap 3)."""
+    """An ApiVersions request newer than we serve: answer UNSUPPORTED_VERSION with a v0 body
+    listing our range, and the client retries with a version we know (kafka.md §1.4 trap 3)."""
 
     api_version: int
     correlation_id: int
@@ -237,7 +238,7 @@ class KafkaServerCodec(Receiver):
 def encode_api_versions_fallback(
     correlation_id: int, versions: Mapping[int, tuple[int, int]]
 ) -> bytes:
-    """ApiVersions error 35 in the v0 layout (no throttle), listing every served range."""
+    """ApiVersions UNSUPPORTED_VERSION in the v0 layout (no throttle), listing each served range."""
     parts = [I32_BE.pack(correlation_id), I16_BE.pack(UNSUPPORTED_VERSION)]
     parts.append(I32_BE.pack(len(versions)))
     for key in sorted(versions):

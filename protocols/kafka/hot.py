@@ -12,6 +12,8 @@ import struct
 from collections.abc import Sequence
 from typing import Final, NamedTuple
 
+from kio.schema.errors import ErrorCode
+
 from protocols._wire import I16_BE, I32_BE, LocalProtocolError
 
 __all__ = [
@@ -115,7 +117,7 @@ def encode_fetch_response(
     topics: Sequence[tuple[str, Sequence[FetchPartition]]],
     *,
     throttle_time_ms: int = 0,
-    error_code: int = 0,
+    error_code: int = ErrorCode.none,
     session_id: int = 0,
 ) -> bytes:
     if version not in FETCH_VERSIONS:

@@ -65,7 +65,7 @@ from gateway.model import (
 from ..base import BackendSettings, BackendUrlError, Capabilities, running
 from . import catalog
 from .admin import Admin
-from .batch_format import FORMAT_IDS
+from .batch_format import STORED_FORMATS
 from .fsync import FsyncPolicy
 from .partition import LogConfig
 from .store import Store
@@ -122,7 +122,7 @@ class EmbeddedBackend:
             idempotent_producers=True,
             streams=True,
             max_message_bytes=defaults.max_message_bytes,
-            wire_formats=frozenset(FORMAT_IDS),
+            wire_formats=frozenset(STORED_FORMATS.values()),
         )
 
     @classmethod

@@ -24,9 +24,7 @@ from itertools import accumulate, pairwise, repeat
 from typing import Final
 
 from gateway.model.errors import CorruptMessage
-from gateway.model.messages import Header, HeaderKind, Message, WireBatch, register_wire_format
-
-FORMAT: Final = "sg1"
+from gateway.model.messages import Header, HeaderKind, Message, WireBatch, WireFormat
 
 F_UNIFORM_TS: Final = 0x01
 F_KEYS: Final = 0x02
@@ -177,4 +175,4 @@ def _decode_wire(wire: WireBatch) -> list[Message]:
     return decode(wire.data, wire.base_offset)
 
 
-register_wire_format(FORMAT, _decode_wire)
+FORMAT: Final = WireFormat(name="sg1", decode=_decode_wire)

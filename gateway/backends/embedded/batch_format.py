@@ -7,7 +7,7 @@ All integers little-endian (as in ``sg1``)::
       8   4  length           u32  bytes after this field: header rest (44) + payload
      12   4  crc              u32  CRC32C of every byte after this field (16 .. 12+length)
      16   1  magic            u8   version of this header: 1
-     17   1  format_id        u8   how the payload is encoded, see FORMAT_IDS
+     17   1  format_id        u8   how the payload is encoded, see STORED_FORMATS
      18   2  attributes       u16  reserved, 0
      20   4  count            u32  records in the batch (> 0)
      24   8  first_timestamp  i64  µs, of the first record
@@ -33,7 +33,10 @@ from typing import Final, NamedTuple
 import crc32c
 
 from gateway.backends.embedded import batch_codec
-from gateway.model import Message
+from gateway.model import Message, WireFormat
+from gateway.translate.iggy.messages import WIRE_FORMAT as IGGY
+from gateway.translate.kafka.messages import WIRE_FORMAT as KAFKA
+from gateway.translate.rabbitmq_stream.messages import WIRE_FORMAT as RABBITMQ_STREAM
 
 MAGIC: Final = 1
 HEADER_SIZE: Final = 56
@@ -41,19 +44,21 @@ _LENGTH_END: Final = 12  # base_offset + length: what ``length`` does not count
 MIN_LENGTH: Final = HEADER_SIZE - _LENGTH_END
 MAX_BATCH_BYTES: Final = (1 << 31) - 1  # keeps positions within the u32 of the offset index
 
-# Wire formats a stored payload may be in. Adding a foreign format (Kafka record batches, ...)
-# is one entry here plus its decoder registered with ``gateway.model.register_wire_format``.
+# The wire formats a stored payload may be in, by the ``format_id`` written in its header: the
+# whole table of what this store can decode, so a reader needs nothing but this package. The ids
+# are on disk: never renumber one. Adding a format is one entry here (each ``WireFormat`` carries
+# its decoder).
+# "sg1": the store's own encoding of canonical messages (batch_codec).
 # "kafka": one Kafka RecordBatch v2 exactly as the producer sent it (its base offset field is
-# the producer's; readers stamp the stored offset); the decoder is in
-# gateway.translate.kafka.messages.
+# the producer's; readers stamp the stored offset).
 # "iggy": one Iggy era C batch as the producer sent it (256-byte header + frames, offset deltas
-# 0..n-1); readers stamp the header; the decoder is gateway.translate.iggy.messages's.
+# 0..n-1); readers stamp the header.
 # "rabbitmq_stream": the entries of one RabbitMQ Stream Publish as sent (simple entries and
-# sub-entry batches, still compressed); the decoder is gateway.translate.rabbitmq_stream.messages'.
-FORMAT_IDS: Final[dict[str, int]] = {
-    batch_codec.FORMAT: 0, "kafka": 1, "iggy": 2, "rabbitmq_stream": 3,
+# sub-entry batches, still compressed).
+STORED_FORMATS: Final[dict[int, WireFormat]] = {
+    0: batch_codec.FORMAT, 1: KAFKA, 2: IGGY, 3: RABBITMQ_STREAM,
 }  # fmt: skip
-FORMAT_NAMES: Final[dict[int, str]] = {v: k for k, v in FORMAT_IDS.items()}
+FORMAT_IDS: Final[dict[WireFormat, int]] = {f: i for i, f in STORED_FORMATS.items()}
 
 # A payload as the pieces it is written from (os.writev), so stamping never copies it.
 Payload = tuple[bytes | memoryview, ...]
@@ -129,7 +134,7 @@ def pack_header(
 
 def check_batch(buf: bytes | memoryview, pos: int, header: BatchHeader) -> bool:
     """Whether the whole batch at ``pos`` of ``buf`` is intact (magic, format, count, CRC)."""
-    if header.magic != MAGIC or header.format_id not in FORMAT_NAMES or header.records <= 0:
+    if header.magic != MAGIC or header.format_id not in STORED_FORMATS or header.records <= 0:
         return False
     end = pos + header.size
     if header.length < MIN_LENGTH or end > len(buf):

@@ -31,13 +31,13 @@ from gateway.model import (
     Read,
     ReadResult,
     WireBatch,
-    decode_wire,
 )
 
+from . import batch_codec
 from .batch_format import (
     FORMAT_IDS,
-    FORMAT_NAMES,
     MAX_BATCH_BYTES,
+    STORED_FORMATS,
     Payload,
     encode_messages,
     message_size,
@@ -49,7 +49,7 @@ from .producers import Producers
 from .segment import NO_TIMESTAMP, Segment
 
 SNAPSHOT = "producers.snapshot"
-_SG1 = FORMAT_IDS["sg1"]
+_SG1 = FORMAT_IDS[batch_codec.FORMAT]
 _MAX_RELATIVE = 0xFFFFFFFF  # offsets in a segment's index are u32 relative to its base
 
 
@@ -302,7 +302,7 @@ class Partition:
             seg = self.segments[i]
             for h, payload in seg.read(pos, max_bytes, max_messages, force=not out):
                 wire = WireBatch(
-                    format=FORMAT_NAMES[h.format_id],
+                    format=STORED_FORMATS[h.format_id],
                     data=payload,
                     count=h.records,
                     base_offset=h.base_offset,
@@ -314,7 +314,7 @@ class Partition:
                 if whole or (skip == 0 and take == h.records):
                     out.append(MessageBatch(wire=wire))
                 else:  # the client asked from inside the batch, or for fewer records
-                    out.append(MessageBatch(decode_wire(wire)[skip : skip + take]))
+                    out.append(MessageBatch(wire.format.decode(wire)[skip : skip + take]))
                 max_messages -= take
                 max_bytes -= h.size
                 pos += h.size

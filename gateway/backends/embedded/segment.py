@@ -34,12 +34,12 @@ from typing import Final
 
 import crc32c
 
-from gateway.model import WireBatch, decode_wire
+from gateway.model import WireBatch
 
 from .batch_format import (
-    FORMAT_NAMES,
     HEADER_SIZE,
     MIN_LENGTH,
+    STORED_FORMATS,
     BatchHeader,
     Payload,
     check_batch,
@@ -237,12 +237,12 @@ class Segment:
     ) -> tuple[int, int]:
         payload = os.pread(self.fd, h.size - HEADER_SIZE, pos + HEADER_SIZE)
         wire = WireBatch(
-            format=FORMAT_NAMES[h.format_id],
+            format=STORED_FORMATS[h.format_id],
             data=payload,
             count=h.records,
             base_offset=h.base_offset,
         )
-        for m in decode_wire(wire):
+        for m in wire.format.decode(wire):
             if match(m.timestamp_us):
                 return m.offset, m.timestamp_us
         return h.base_offset, h.first_timestamp_us  # headers and records disagree: be lenient

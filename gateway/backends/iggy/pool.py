@@ -248,13 +248,15 @@ class Pool:
                 return False
             conn = self._idle.pop(0)
             ok = False
-            # A Ping answered with a frame above the limit is garbage too, not a crash.
-            with (
-                self._watchdog.bound(self.request_timeout_s),
-                suppress(_Lost, FrameTooLarge, GatewayError),
-            ):
-                ok = (await conn.call(Ping())).status == Status.OK
-            self._give_back(conn, ok)
+            try:  # given back (or closed) when the pool is cancelled mid-ping too
+                # A Ping answered with a frame above the limit is garbage too, not a crash.
+                with (
+                    self._watchdog.bound(self.request_timeout_s),
+                    suppress(_Lost, FrameTooLarge, GatewayError),
+                ):
+                    ok = (await conn.call(Ping())).status == Status.OK
+            finally:
+                self._give_back(conn, ok)
             if not ok:
                 return False
             pinged += 1

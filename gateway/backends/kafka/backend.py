@@ -110,12 +110,8 @@ from gateway.model import (
     UpdateTopicResult,
     check_name,
 )
-from gateway.translate.kafka.messages import (
-    WIRE_FORMAT,
-    check_topic_name,
-    config_settings,
-    gateway_error,
-)
+from gateway.translate.kafka.errors import gateway_error
+from gateway.translate.kafka.messages import WIRE_FORMAT, check_topic_name, config_settings
 
 _METADATA_WAIT_S = 5.0  # a new topic's metadata may lag its creation on a real cluster
 
@@ -232,6 +228,7 @@ class KafkaBackend:
             {"topics": [{"name": name, "num_partitions": cmd.partitions,
                          "replication_factor": -1 if self._cluster.version(CREATE_TOPICS) >= 4
                          else 1,
+                         "assignments": [],  # none: the broker places the partitions
                          "configs": [{"name": k, "value": v} for k, v in settings.items()]}],
              "timeout": self._timeout_ms(), "validate_only": False},
         )  # fmt: skip

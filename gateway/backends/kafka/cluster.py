@@ -36,7 +36,8 @@ from gateway.model import (
     UnknownTopic,
     Unsupported,
 )
-from gateway.translate.kafka.messages import gateway_error, topic_config
+from gateway.translate.kafka.errors import gateway_error
+from gateway.translate.kafka.messages import topic_config
 from protocols.kafka.build import build
 
 log = structlog.get_logger("streamgate.backends.kafka")
@@ -71,6 +72,11 @@ OFFSET_DELETE: Final = Api(47, 0, 0, "OffsetDelete")
 TOPIC_RESOURCE: Final = 2
 _BACKOFF_FIRST_S: Final = 0.1
 _BACKOFF_MAX_S: Final = 5.0
+# Metadata v8+ asks whether to compute ACL bitfields; the gateway never reads them.
+_NO_AUTHORIZED_OPERATIONS: Final = {
+    "include_cluster_authorized_operations": False,  # v8-v10
+    "include_topic_authorized_operations": False,  # v8+
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -204,7 +210,9 @@ class Cluster:
         raise BackendUnavailable("; ".join(errors) or "no bootstrap server")
 
     async def refresh_brokers(self, conn: BrokerConnection | None = None) -> None:
-        answer = await self.request(METADATA, {"topics": []}, conn=conn)
+        answer = await self.request(
+            METADATA, {"topics": [], **_NO_AUTHORIZED_OPERATIONS}, conn=conn
+        )
         self.brokers = {b.node_id: (b.host, b.port) for b in answer.brokers}
         self.controller = answer.controller_id
 
@@ -321,9 +329,10 @@ class Cluster:
 
     async def load_topics(self, names: list[str] | None) -> dict[str, TopicMeta]:
         """Metadata (and configs) of ``names``, or of every non-internal topic for None."""
-        wanted = None if names is None else [{"name": n} for n in names]
+        wanted = None if names is None else [{"name": n, "topic_id": None} for n in names]
         answer = await self.request(
-            METADATA, {"topics": wanted, "allow_auto_topic_creation": False}
+            METADATA,
+            {"topics": wanted, "allow_auto_topic_creation": False, **_NO_AUTHORIZED_OPERATIONS},
         )
         self.brokers = {b.node_id: (b.host, b.port) for b in answer.brokers}
         found: dict[str, tuple[int, tuple[int, ...]]] = {}

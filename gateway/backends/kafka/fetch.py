@@ -18,7 +18,8 @@ from kio.schema.errors import ErrorCode
 from gateway.backends.kafka.cluster import FETCH, LIST_OFFSETS, Cluster
 from gateway.backends.kafka.conn import BrokerConnection
 from gateway.model import GatewayError, OffsetOutOfRange, WireBatch
-from gateway.translate.kafka.messages import WIRE_FORMAT, gateway_error
+from gateway.translate.kafka.errors import gateway_error
+from gateway.translate.kafka.messages import WIRE_FORMAT
 from protocols.kafka import RecordBatchHeader, iter_batches
 
 EARLIEST: Final = -2

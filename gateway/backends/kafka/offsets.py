@@ -14,7 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from gateway.backends.kafka.cluster import OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH, Api, Cluster
 from gateway.model import Unsupported
-from gateway.translate.kafka.messages import gateway_error
+from gateway.translate.kafka.errors import gateway_error
 
 _COORDINATOR_ERRORS: Final = frozenset(
     (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available,

@@ -33,17 +33,8 @@ import structlog
 import trio
 
 from gateway.backends.watchdog import Watchdog
-from gateway.model import (
-    BackendUnavailable,
-    Forbidden,
-    GatewayError,
-    InvalidCredentials,
-    InvalidRequest,
-    MessageTooLarge,
-    Timeout,
-    TopicExists,
-    UnknownTopic,
-)
+from gateway.model import BackendUnavailable, GatewayError, Timeout
+from gateway.translate.rabbitmq_stream.errors import code_name, error_of
 from protocols import rabbitmq_stream as rs
 from protocols._wire import RemoteProtocolError
 from protocols.rabbitmq_stream import ResponseCode
@@ -85,34 +76,6 @@ class PublishSink(Protocol):
     def confirmed(self, ids: tuple[int, ...]) -> None: ...
     def failed(self, errors: tuple[rs.PublishingError, ...]) -> None: ...
     def closed(self, why: GatewayError) -> None: ...
-
-
-_ERRORS: Final[dict[int, type[GatewayError]]] = {
-    ResponseCode.STREAM_DOES_NOT_EXIST: UnknownTopic,
-    ResponseCode.STREAM_ALREADY_EXISTS: TopicExists,
-    ResponseCode.STREAM_NOT_AVAILABLE: BackendUnavailable,
-    ResponseCode.PUBLISHER_DOES_NOT_EXIST: BackendUnavailable,  # ours went with its stream
-    ResponseCode.ACCESS_REFUSED: Forbidden,
-    ResponseCode.VIRTUAL_HOST_ACCESS_FAILURE: Forbidden,
-    ResponseCode.AUTHENTICATION_FAILURE: InvalidCredentials,
-    ResponseCode.SASL_AUTHENTICATION_FAILURE_LOOPBACK: InvalidCredentials,
-    ResponseCode.SASL_MECHANISM_NOT_SUPPORTED: InvalidCredentials,
-    ResponseCode.SASL_ERROR: InvalidCredentials,
-    ResponseCode.PRECONDITION_FAILED: InvalidRequest,
-    ResponseCode.FRAME_TOO_LARGE: MessageTooLarge,
-}
-
-
-def code_name(code: int) -> str:
-    try:
-        return ResponseCode(code).name
-    except ValueError:
-        return f"code 0x{code:02x}"
-
-
-def error_of(code: int, what: str) -> GatewayError:
-    """The canonical failure for a §4 response code."""
-    return _ERRORS.get(code, GatewayError)(f"RabbitMQ {what}: {code_name(code)}")
 
 
 def check(reply: rs.Frame, what: str, *ok: int) -> rs.Frame:
@@ -476,7 +439,5 @@ __all__ = [
     "Settings",
     "Subscriber",
     "check",
-    "code_name",
-    "error_of",
     "gathering",
 ]

@@ -9,8 +9,8 @@ rounds (Credit + barrier) go on from there. The subscription is dropped when the
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
 from typing import Final
 
@@ -82,7 +82,7 @@ class Scan:
             raise self.collector.error
         self.exhausted = self.collector.delivered < self.credit
 
-    async def chunks(self) -> AsyncIterator[Stored]:
+    async def chunks(self) -> AsyncGenerator[Stored, None]:
         """Every user chunk from the start to the end found by the rounds."""
         while True:
             for stored in self.take():
@@ -169,8 +169,9 @@ async def probe(conn: Connection, stream: str) -> Bounds:
         last_spec = rs.OffsetSpec(type=OffsetType.LAST)
         async with scanning(conn, stream, last_spec, all_chunks=True) as scan:
             last: Stored | None = None
-            async for stored in scan.chunks():
-                last = stored
+            async with aclosing(scan.chunks()) as chunks:
+                async for stored in chunks:
+                    last = stored
             end = max(scan.collector.end, 0)
     record_bytes = len(last.body) / last.records if last is not None and last.records else 0.0
     start = end if not first else min(first[0], end)
@@ -193,8 +194,9 @@ async def find_timestamp(
     message qualifies: exact unless a producer stamps messages more than that ahead of the
     broker's clock."""
     spec = rs.OffsetSpec.timestamp(max(0, timestamp_us // 1000 - TIMESTAMP_SKEW_MS))
-    async with scanning(conn, stream, spec) as scan:
-        async for stored in scan.chunks():
+    # aclosing: the scan's generator is closed on the early return too, not left to the GC
+    async with scanning(conn, stream, spec) as scan, aclosing(scan.chunks()) as chunks:
+        async for stored in chunks:
             for m in _messages(stored):
                 if m.offset >= start and m.timestamp_us >= timestamp_us:
                     return m.offset, m.timestamp_us
@@ -204,8 +206,8 @@ async def find_timestamp(
 async def max_timestamp(conn: Connection, stream: str, *, start: int) -> tuple[int, int] | None:
     """(offset, timestamp) of the first message with the largest timestamp: a full scan."""
     best: tuple[int, int] | None = None
-    async with scanning(conn, stream, at(start)) as scan:
-        async for stored in scan.chunks():
+    async with scanning(conn, stream, at(start)) as scan, aclosing(scan.chunks()) as chunks:
+        async for stored in chunks:
             for m in _messages(stored):
                 if m.offset >= start and (best is None or m.timestamp_us > best[1]):
                     best = (m.offset, m.timestamp_us)

@@ -16,7 +16,7 @@ from typing import Final
 
 import trio
 
-from gateway.backends.rabbitmq_stream.conn import Connection, check, code_name, error_of
+from gateway.backends.rabbitmq_stream.conn import Connection, check
 from gateway.model import (
     BackendUnavailable,
     CorruptMessage,
@@ -24,6 +24,7 @@ from gateway.model import (
     MessageTooLarge,
     Timeout,
 )
+from gateway.translate.rabbitmq_stream.errors import code_name, error_of
 from protocols import rabbitmq_stream as rs
 from protocols._wire import LocalProtocolError
 

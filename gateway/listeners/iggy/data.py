@@ -11,10 +11,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from xxhash import xxh32_intdigest
 
+from gateway.listeners.iggy.catalog import ResolvedTopic
+from gateway.listeners.iggy.session import CommandHandler, Session, handles
 from gateway.model import (
     Append,
     CommitOffset,
@@ -32,6 +34,7 @@ from gateway.model import (
 from gateway.translate.iggy import requests as tr
 from gateway.translate.iggy.requests import IggyStatus
 from protocols import iggy as wire
+from protocols.iggy import Command
 from protocols.iggy import frames_groups as fg
 from protocols.iggy import frames_messages as fm
 from protocols.iggy.batch import encode_polled
@@ -44,11 +47,6 @@ from protocols.iggy.identifiers import (
     PollingKind,
 )
 from protocols.iggy.status import Status
-
-if TYPE_CHECKING:
-    from gateway.listeners.iggy.catalog import ResolvedTopic
-    from gateway.listeners.iggy.service import Session
-
 
 _balanced = itertools.count()
 
@@ -315,13 +313,15 @@ async def flush(s: Session, cmd: fm.FlushUnsavedBuffer) -> None:
     _partition(s, cmd.partition_id, found)
 
 
-HANDLERS: dict[type, Any] = {
-    fm.SendMessages: send_messages,
-    fm.PollMessages: poll_messages,
-    fm.FlushUnsavedBuffer: flush,
-    fg.GetConsumerOffset: get_offset,
-    fg.StoreConsumerOffset: store_offset,
-    fg.DeleteConsumerOffset: delete_offset,
-}
+HANDLERS: dict[type[Command], CommandHandler[Command]] = dict(
+    [
+        handles(fm.SendMessages, send_messages),
+        handles(fm.PollMessages, poll_messages),
+        handles(fm.FlushUnsavedBuffer, flush),
+        handles(fg.GetConsumerOffset, get_offset),
+        handles(fg.StoreConsumerOffset, store_offset),
+        handles(fg.DeleteConsumerOffset, delete_offset),
+    ]
+)
 
 __all__ = ["HANDLERS"]

@@ -9,15 +9,14 @@ committed offsets live in the backend under the group's name.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gateway.coordination import AssignedGroup
+from gateway.listeners.iggy.catalog import ResolvedTopic
+from gateway.listeners.iggy.session import CommandHandler, Session, handles
 from gateway.model import NotFound, UnknownGroup
+from protocols.iggy import Command
 from protocols.iggy import frames_groups as fg
-
-if TYPE_CHECKING:
-    from gateway.listeners.iggy.catalog import ResolvedTopic
-    from gateway.listeners.iggy.service import Session
 
 
 async def _topic(s: Session, stream: Any, topic: Any) -> ResolvedTopic:
@@ -117,14 +116,16 @@ async def sync_group(s: Session, cmd: fg.SyncConsumerGroup) -> fg.ConsumerGroupA
     )
 
 
-HANDLERS: dict[type, Any] = {
-    fg.CreateConsumerGroup: create_group,
-    fg.GetConsumerGroup: get_group,
-    fg.GetConsumerGroups: get_groups,
-    fg.DeleteConsumerGroup: delete_group,
-    fg.JoinConsumerGroup: join_group,
-    fg.LeaveConsumerGroup: leave_group,
-    fg.SyncConsumerGroup: sync_group,
-}
+HANDLERS: dict[type[Command], CommandHandler[Command]] = dict(
+    [
+        handles(fg.CreateConsumerGroup, create_group),
+        handles(fg.GetConsumerGroup, get_group),
+        handles(fg.GetConsumerGroups, get_groups),
+        handles(fg.DeleteConsumerGroup, delete_group),
+        handles(fg.JoinConsumerGroup, join_group),
+        handles(fg.LeaveConsumerGroup, leave_group),
+        handles(fg.SyncConsumerGroup, sync_group),
+    ]
+)
 
 __all__ = ["HANDLERS"]

@@ -14,9 +14,6 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 from gateway.coordination import AssignedGroups, UserStore
 from gateway.listeners.connection import Connection, Handler, advertised_address
@@ -25,109 +22,28 @@ from gateway.listeners.iggy import groups as iggy_groups
 from gateway.listeners.iggy import streams as iggy_streams
 from gateway.listeners.iggy import system as iggy_system
 from gateway.listeners.iggy.catalog import Catalog
-from gateway.model import Forbidden, GatewayError, Unauthorized, UnknownUser
-from gateway.model.permissions import Action
-from gateway.model.users import User, allowed
-from gateway.router import RequestContext, Router
+from gateway.listeners.iggy.session import (
+    ClientState,
+    CommandHandler,
+    IggySettings,
+    Session,
+)
+from gateway.model import GatewayError, UnknownGroup, UnknownStream, UnknownTopic
+from gateway.router import Router
 from gateway.translate.iggy import requests as tr
 from protocols._wire import NEED_DATA, RemoteProtocolError
 from protocols.iggy import (
     CONNECTION_CLOSED,
+    Command,
     CommandCode,
-    Era,
     Framing,
     IggyRequest,
     IggyServerCodec,
     Operation,
-    ReplyBody,
 )
 from protocols.iggy import frames_system as fs
 from protocols.iggy.status import EvictionReason, Status
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class IggySettings:
-    advertised_host: str = ""  # "" = the address the client connected to
-    advertised_port: int = 0
-    cluster_name: str = "streamgate"
-    max_frame_bytes: int = 64 << 20
-    max_poll_bytes: int = 32 << 20
-
-
-@dataclass(slots=True)
-class ClientState:
-    """One connection as GetMe/GetClient(s) describe it."""
-
-    client_id: int
-    address: str
-    user_id: int | None = None
-    session: int = 0
-
-
-@dataclass(slots=True)
-class Session:
-    """What one connection's handlers share."""
-
-    service: IggyService
-    conn: Connection
-    client: ClientState
-    host: str
-    port: int
-    era: Era = Era.C
-    user: User | None = None
-    ctx: RequestContext = field(default_factory=lambda: RequestContext(tr.PROTOCOL, ""))
-    command_name: str = ""  # the metric label when no canonical command runs
-
-    @property
-    def router(self) -> Router:
-        return self.service.router
-
-    @property
-    def catalog(self) -> Catalog:
-        return self.service.catalog
-
-    @property
-    def users(self) -> UserStore:
-        return self.service.users
-
-    @property
-    def groups(self) -> AssignedGroups:
-        return self.service.groups
-
-    @property
-    def legacy(self) -> bool:
-        return self.era is not Era.C
-
-    @property
-    def partition_shift(self) -> int:
-        """Era A numbers partitions from 1 (§9.3); everyone else from 0."""
-        return 1 if self.era is Era.A else 0
-
-    def require(self, action: Action, stream: int | None = None, topic: int | None = None) -> None:
-        """Checked against the user as it is now: permission changes, deactivation and deletion
-        apply to sessions already logged in, as on the real server."""
-        if self.user is None:
-            raise Unauthorized("not logged in")
-        try:
-            self.user = self.users.get_user(self.user.id)
-        except UnknownUser:
-            self.log_out()
-            raise Unauthorized("the user was deleted") from None
-        if not allowed(self.user, action, stream, topic):
-            raise Forbidden(f"user {self.user.username!r} may not {action.replace('_', ' ')}")
-
-    def log_in(self, user: User) -> None:
-        self.user = user
-        self.client.user_id = user.id
-        self.conn.bind(user=user.username)
-
-    def log_out(self) -> None:
-        self.user = None
-        self.client.user_id = None
-        self.groups.leave_all(self.client.client_id)
-
-
-CommandHandler = Callable[[Session, Any], Awaitable[ReplyBody | None]]
 _BEFORE_LOGIN = frozenset(
     {
         CommandCode.PING,
@@ -161,7 +77,8 @@ class IggyService:
         self.started_us = time.time_ns() // 1000
         self._client_ids = itertools.count(1)
         self._sessions = itertools.count(1)
-        self.handlers: dict[type, CommandHandler] = {
+        # Built per service from the modules' tables, so a test may patch one entry first.
+        self.handlers: dict[type[Command], CommandHandler[Command]] = {
             **iggy_system.HANDLERS,
             **iggy_streams.HANDLERS,
             **iggy_data.HANDLERS,
@@ -194,7 +111,6 @@ class IggyService:
     async def _serve(self, session: Session, codec: IggyServerCodec) -> None:
         conn = session.conn
         metrics = conn.metrics
-        inflight = metrics.inflight_requests.labels(tr.PROTOCOL)
         while True:
             try:
                 req = codec.next_request()
@@ -219,24 +135,12 @@ class IggyService:
                 return
             session.era = req.era
             wire_command = _WIRE_NAMES.get(req.code, "unknown")
-            t0 = time.perf_counter()
-            session.ctx = RequestContext(tr.PROTOCOL, wire_command)
-            session.command_name = wire_command
-            inflight.inc()
-            try:
-                reply, error_type = await self._answer(session, codec, req)
-            finally:
-                inflight.dec()
-            await conn.send(reply)
-            elapsed = time.perf_counter() - t0
-            if session.ctx.command_s == 0.0:
-                # Answered by the gateway itself (users, groups, system): time it here.
-                metrics.observe_command(
-                    tr.PROTOCOL, session.command_name, wire_command, elapsed, error_type
-                )
-            metrics.gateway_overhead.labels(tr.PROTOCOL, wire_command).observe(
-                max(0.0, elapsed - session.ctx.command_s)
-            )
+            with conn.request(wire_command) as request:
+                # Answered by the gateway itself (users, groups, system): timed as this command.
+                request.command = wire_command
+                session.ctx = request.ctx
+                reply, request.error_type = await self._answer(session, codec, req)
+                await conn.send(reply)
 
     async def _answer(
         self, session: Session, codec: IggyServerCodec, req: IggyRequest
@@ -276,10 +180,8 @@ def _refusal(codec: IggyServerCodec, req: IggyRequest, status: int) -> bytes:
     return codec.send_error(req, status)
 
 
-def _named(command: Any, exc: GatewayError) -> bool:
+def _named(command: Command, exc: GatewayError) -> bool:
     """Did the request name what was not found by a string identifier? (*NameNotFound)"""
-    from gateway.model import UnknownGroup, UnknownStream, UnknownTopic
-
     attr = {UnknownStream: "stream_id", UnknownTopic: "topic_id", UnknownGroup: "group_id"}
     for cls, name in attr.items():
         if isinstance(exc, cls):
@@ -287,4 +189,4 @@ def _named(command: Any, exc: GatewayError) -> bool:
     return False
 
 
-__all__ = ["ClientState", "IggyService", "IggySettings", "Session"]
+__all__ = ["IggyService", "IggySettings"]

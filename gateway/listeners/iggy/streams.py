@@ -7,8 +7,10 @@ deleted or resized topic follow it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from gateway.listeners.iggy.catalog import ResolvedTopic
+from gateway.listeners.iggy.session import CommandHandler, Session, handles
 from gateway.model import (
     CreatePartitions,
     CreateStream,
@@ -26,11 +28,8 @@ from gateway.model import (
     UpdateTopic,
 )
 from gateway.translate.iggy import topics as tt
+from protocols.iggy import Command
 from protocols.iggy import frames_streams as f
-
-if TYPE_CHECKING:
-    from gateway.listeners.iggy.catalog import ResolvedTopic
-    from gateway.listeners.iggy.service import Session
 
 
 async def create_stream(s: Session, cmd: f.CreateStream) -> f.StreamDetails:
@@ -187,19 +186,21 @@ async def delete_partitions(s: Session, cmd: f.DeletePartitions) -> None:
     s.groups.resize(found.name.stream, found.name.name, total)
 
 
-HANDLERS: dict[type, Any] = {
-    f.CreateStream: create_stream,
-    f.GetStream: get_stream,
-    f.GetStreams: get_streams,
-    f.UpdateStream: update_stream,
-    f.DeleteStream: delete_stream,
-    f.PurgeStream: purge_stream,
-    f.CreateTopic: create_topic,
-    f.GetTopic: get_topic,
-    f.GetTopics: get_topics,
-    f.UpdateTopic: update_topic,
-    f.DeleteTopic: delete_topic,
-    f.PurgeTopic: purge_topic,
-    f.CreatePartitions: create_partitions,
-    f.DeletePartitions: delete_partitions,
-}
+HANDLERS: dict[type[Command], CommandHandler[Command]] = dict(
+    [
+        handles(f.CreateStream, create_stream),
+        handles(f.GetStream, get_stream),
+        handles(f.GetStreams, get_streams),
+        handles(f.UpdateStream, update_stream),
+        handles(f.DeleteStream, delete_stream),
+        handles(f.PurgeStream, purge_stream),
+        handles(f.CreateTopic, create_topic),
+        handles(f.GetTopic, get_topic),
+        handles(f.GetTopics, get_topics),
+        handles(f.UpdateTopic, update_topic),
+        handles(f.DeleteTopic, delete_topic),
+        handles(f.PurgeTopic, purge_topic),
+        handles(f.CreatePartitions, create_partitions),
+        handles(f.DeletePartitions, delete_partitions),
+    ]
+)

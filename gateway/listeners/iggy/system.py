@@ -12,17 +12,15 @@ import resource
 import shutil
 import socket
 import time
-from typing import TYPE_CHECKING, Any
 
 from gateway import __version__
+from gateway.listeners.iggy.session import ClientState, CommandHandler, Session, handles
 from gateway.model import Authenticate, InvalidRequest, Stats, UnknownUser
 from gateway.translate.iggy import users as tu
+from protocols.iggy import Command
 from protocols.iggy import frames_system as fs
 from protocols.iggy import frames_users as fu
 from protocols.iggy.headers import HeaderKind
-
-if TYPE_CHECKING:
-    from gateway.listeners.iggy.service import ClientState, Session
 
 
 async def ping(s: Session, cmd: fs.Ping) -> None:
@@ -281,27 +279,29 @@ async def delete_token(s: Session, cmd: fu.DeletePersonalAccessToken) -> None:
     s.users.delete_token(s.user.id, cmd.name)
 
 
-HANDLERS: dict[type, Any] = {
-    fs.Ping: ping,
-    fs.LoginUser: login_user,
-    fs.LoginWithPersonalAccessToken: login_token,
-    fs.LoginRegister: register,
-    fs.LoginRegisterWithPersonalAccessToken: register_token,
-    fs.LogoutUser: logout,
-    fs.GetStats: get_stats,
-    fs.GetClusterMetadata: cluster_metadata,
-    fs.DescribeOptions: describe_options,
-    fs.GetMe: get_me,
-    fs.GetClient: get_client,
-    fs.GetClients: get_clients,
-    fu.GetUser: get_user,
-    fu.GetUsers: get_users,
-    fu.CreateUser: create_user,
-    fu.UpdateUser: update_user,
-    fu.UpdatePermissions: update_permissions,
-    fu.DeleteUser: delete_user,
-    fu.ChangePassword: change_password,
-    fu.GetPersonalAccessTokens: get_tokens,
-    fu.CreatePersonalAccessToken: create_token,
-    fu.DeletePersonalAccessToken: delete_token,
-}
+HANDLERS: dict[type[Command], CommandHandler[Command]] = dict(
+    [
+        handles(fs.Ping, ping),
+        handles(fs.LoginUser, login_user),
+        handles(fs.LoginWithPersonalAccessToken, login_token),
+        handles(fs.LoginRegister, register),
+        handles(fs.LoginRegisterWithPersonalAccessToken, register_token),
+        handles(fs.LogoutUser, logout),
+        handles(fs.GetStats, get_stats),
+        handles(fs.GetClusterMetadata, cluster_metadata),
+        handles(fs.DescribeOptions, describe_options),
+        handles(fs.GetMe, get_me),
+        handles(fs.GetClient, get_client),
+        handles(fs.GetClients, get_clients),
+        handles(fu.GetUser, get_user),
+        handles(fu.GetUsers, get_users),
+        handles(fu.CreateUser, create_user),
+        handles(fu.UpdateUser, update_user),
+        handles(fu.UpdatePermissions, update_permissions),
+        handles(fu.DeleteUser, delete_user),
+        handles(fu.ChangePassword, change_password),
+        handles(fu.GetPersonalAccessTokens, get_tokens),
+        handles(fu.CreatePersonalAccessToken, create_token),
+        handles(fu.DeletePersonalAccessToken, delete_token),
+    ]
+)

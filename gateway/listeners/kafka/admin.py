@@ -3,10 +3,11 @@ DescribeConfigs. Discovery answers always carry the gateway's own address (DESIG
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from gateway.listeners.kafka.session import Session
 from gateway.model import (
     CreatePartitions,
     CreateTopic,
@@ -23,9 +24,6 @@ from gateway.model import (
 from gateway.translate.kafka import requests as tr
 from protocols.kafka.framing import KafkaRequest
 
-if TYPE_CHECKING:
-    from gateway.listeners.kafka.service import Session
-
 _TOPIC_RESOURCE = 2
 _BROKER_RESOURCE = 4
 
@@ -33,7 +31,7 @@ _BROKER_RESOURCE = 4
 def _partitions(session: Session, info: TopicInfo) -> list[dict[str, Any]]:
     node = session.settings.node_id
     return [
-        {"error_code": 0, "partition_index": p.partition, "leader_id": node,
+        {"error_code": ErrorCode.none, "partition_index": p.partition, "leader_id": node,
          "leader_epoch": 0, "replica_nodes": [node], "isr_nodes": [node], "offline_replicas": []}
         for p in info.partitions
     ]  # fmt: skip
@@ -56,7 +54,8 @@ async def metadata(session: Session, req: KafkaRequest) -> Any:
         except NotFound:  # the listener's stream appears with its first topic
             infos = ()
         for info in sorted(infos, key=lambda i: i.topic.name):
-            topics.append({"error_code": 0, "name": info.topic.name, "is_internal": False,
+            topics.append({"error_code": ErrorCode.none, "name": info.topic.name,
+                           "is_internal": False,
                            "partitions": _partitions(session, info)})  # fmt: skip
     else:
         # Before v4 a broker with auto.create.topics.enable creates on any Metadata request.
@@ -67,6 +66,7 @@ async def metadata(session: Session, req: KafkaRequest) -> Any:
     return session.respond(
         req,
         {
+            "throttle_time": 0,
             "brokers": [{"node_id": node, "host": session.host, "port": session.port}],
             "cluster_id": s.cluster_id,
             "controller_id": node,
@@ -101,7 +101,7 @@ async def _describe(session: Session, name: str, auto_create: bool) -> dict[str,
             return _topic_error(name, tr.error_code(exc))
     except GatewayError as exc:
         return _topic_error(name, tr.error_code(exc))
-    return {"error_code": 0, "name": name, "is_internal": False,
+    return {"error_code": ErrorCode.none, "name": name, "is_internal": False,
             "partitions": _partitions(session, info)}  # fmt: skip
 
 
@@ -134,7 +134,7 @@ async def create_topics(session: Session, req: KafkaRequest) -> Any:
         except GatewayError as exc:
             code, message = tr.error_code(exc), exc.message
         results.append({"name": t.name, "error_code": code, "error_message": message})
-    return session.respond(req, {"topics": results})
+    return session.respond(req, {"throttle_time": 0, "topics": results})
 
 
 async def _check_absent(session: Session, topic: Topic) -> None:
@@ -158,7 +158,7 @@ async def delete_topics(session: Session, req: KafkaRequest) -> Any:
         except GatewayError as exc:
             code = tr.error_code(exc)
         results.append({"name": name, "error_code": code})
-    return session.respond(req, {"responses": results})
+    return session.respond(req, {"throttle_time": 0, "responses": results})
 
 
 async def create_partitions(session: Session, req: KafkaRequest) -> Any:
@@ -182,7 +182,7 @@ async def create_partitions(session: Session, req: KafkaRequest) -> Any:
         except GatewayError as exc:
             code, message = tr.error_code(exc), exc.message
         results.append({"name": t.name, "error_code": code, "error_message": message})
-    return session.respond(req, {"results": results})
+    return session.respond(req, {"throttle_time": 0, "results": results})
 
 
 async def describe_configs(session: Session, req: KafkaRequest) -> Any:
@@ -191,7 +191,7 @@ async def describe_configs(session: Session, req: KafkaRequest) -> Any:
     for r in req.body.resources:
         keys = None if r.configuration_keys is None else set(r.configuration_keys)
         entry: dict[str, Any] = {
-            "error_code": 0, "error_message": None, "resource_type": r.resource_type,
+            "error_code": ErrorCode.none, "error_message": None, "resource_type": r.resource_type,
             "resource_name": r.resource_name, "configs": [],
         }  # fmt: skip
         if r.resource_type == _TOPIC_RESOURCE:
@@ -217,14 +217,14 @@ async def describe_configs(session: Session, req: KafkaRequest) -> Any:
             )
             results.append(entry)
             continue
+        topic_resource = r.resource_type == _TOPIC_RESOURCE
         entry["configs"] = [
             {
                 "name": name,
                 "value": value,
                 "read_only": False,
                 # v1+: 5 = DEFAULT_CONFIG, 1 = DYNAMIC_TOPIC_CONFIG (4 for broker static)
-                "config_source": 5 if is_default else (1 if r.resource_type == 2 else 4),
-                "is_default": is_default,
+                "config_source": 5 if is_default else (1 if topic_resource else 4),
                 "is_sensitive": False,
                 "synonyms": [],
             }
@@ -232,7 +232,7 @@ async def describe_configs(session: Session, req: KafkaRequest) -> Any:
             if keys is None or name in keys
         ]
         results.append(entry)
-    return session.respond(req, {"results": results})
+    return session.respond(req, {"throttle_time": 0, "results": results})
 
 
 __all__ = ["create_partitions", "create_topics", "delete_topics", "describe_configs", "metadata"]

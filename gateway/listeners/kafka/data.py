@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 from kio.schema.errors import ErrorCode
 
+from gateway.listeners.kafka.session import Session
 from gateway.model import (
     Acks,
     Append,
@@ -30,9 +31,6 @@ from protocols.kafka.hot import (
     encode_fetch_response,
     encode_produce_response,
 )
-
-if TYPE_CHECKING:
-    from gateway.listeners.kafka.service import Session
 
 _ACKS = {0: Acks.NONE, 1: Acks.LEADER, -1: Acks.ALL}
 
@@ -173,7 +171,9 @@ async def _read_all(
         size = sum(map(len, pieces))
         total += size
         hw = result.high_watermark
-        out.append(FetchPartition(partition, 0, hw, hw, result.log_start_offset, pieces))
+        out.append(
+            FetchPartition(partition, ErrorCode.none, hw, hw, result.log_start_offset, pieces)
+        )
     return out, total, failed
 
 
@@ -235,14 +235,13 @@ async def list_offsets(session: Session, req: KafkaRequest) -> Any:
             parts.append(
                 {
                     "partition_index": p.partition_index,
-                    "error_code": 0,
+                    "error_code": ErrorCode.none,
                     "timestamp": result.timestamp_us // 1000 if found else -1,
                     "offset": -1 if result.offset is None else result.offset,
-                    "old_style_offsets": [] if result.offset is None else [result.offset],
                 }
             )
         topics.append({"name": t.name, "partitions": parts})
-    return session.respond(req, {"topics": topics})
+    return session.respond(req, {"throttle_time": 0, "topics": topics})
 
 
 # --- InitProducerId ------------------------------------------------------------------------------
@@ -253,11 +252,14 @@ async def init_producer_id(session: Session, req: KafkaRequest) -> Any:
         # Transactions are not implemented; idempotence alone needs no transactional id.
         session.conn.log.info("transactional producer refused", id=req.body.transactional_id)
         return session.respond(
-            req, {"error_code": ErrorCode.transactional_id_authorization_failed,
+            req, {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed,
                   "producer_id": -1, "producer_epoch": -1},
         )  # fmt: skip
     pid = session.service.producer_ids.allocate()
-    return session.respond(req, {"error_code": 0, "producer_id": pid, "producer_epoch": 0})
+    return session.respond(
+        req,
+        {"throttle_time": 0, "error_code": ErrorCode.none, "producer_id": pid, "producer_epoch": 0},
+    )
 
 
 __all__ = ["fetch", "init_producer_id", "list_offsets", "produce"]

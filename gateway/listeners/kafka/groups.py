@@ -5,10 +5,11 @@ kept by the backend (DESIGN.md §3)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from gateway.listeners.kafka.session import Session
 from gateway.model import (
     CommitOffset,
     DescribeGroup,
@@ -27,9 +28,6 @@ from gateway.model import (
 from gateway.translate.kafka import requests as tr
 from protocols.kafka.framing import KafkaRequest
 
-if TYPE_CHECKING:
-    from gateway.listeners.kafka.service import Session
-
 _INT32_MIN = -(2**31)  # "authorized operations not requested" (kafka.md §1.4 trap 6)
 
 
@@ -44,13 +42,14 @@ async def find_coordinator(session: Session, req: KafkaRequest) -> Any:
     key_type = getattr(req.body, "key_type", 0)
     if key_type != 0:  # transaction coordinators: transactions are not implemented
         return session.respond(
-            req, {"error_code": ErrorCode.coordinator_not_available, "node_id": -1, "host": "",
-                  "port": -1, "error_message": "transactions are not supported"},
+            req, {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available,
+                  "node_id": -1, "host": "", "port": -1,
+                  "error_message": "transactions are not supported"},
         )  # fmt: skip
     return session.respond(
         req,
-        {"error_code": 0, "node_id": session.settings.node_id, "host": session.host,
-         "port": session.port},
+        {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
+         "node_id": session.settings.node_id, "host": session.host, "port": session.port},
     )  # fmt: skip
 
 
@@ -75,13 +74,15 @@ async def join_group(session: Session, req: KafkaRequest) -> Any:
     except GatewayError as exc:
         member = exc.member_id if isinstance(exc, MemberIdRequired) else b.member_id
         return session.respond(
-            req, {"error_code": tr.error_code(exc, group=True), "generation_id": -1,
-                  "protocol_name": "", "leader": "", "member_id": member, "members": []},
+            req, {"throttle_time": 0, "error_code": tr.error_code(exc, group=True),
+                  "generation_id": -1, "protocol_name": "", "leader": "", "member_id": member,
+                  "members": []},
         )  # fmt: skip
     return session.respond(
         req,
         {
-            "error_code": 0,
+            "throttle_time": 0,
+            "error_code": ErrorCode.none,
             "generation_id": result.generation,
             "protocol_name": result.protocol_name,
             "leader": result.leader,
@@ -112,9 +113,12 @@ async def sync_group(session: Session, req: KafkaRequest) -> Any:
         result = await session.router.execute(cmd, session.ctx)
     except GatewayError as exc:
         return session.respond(
-            req, {"error_code": tr.error_code(exc, group=True), "assignment": b""}
+            req,
+            {"throttle_time": 0, "error_code": tr.error_code(exc, group=True), "assignment": b""},
         )
-    return session.respond(req, {"error_code": 0, "assignment": result.assignment})
+    return session.respond(
+        req, {"throttle_time": 0, "error_code": ErrorCode.none, "assignment": result.assignment}
+    )
 
 
 async def heartbeat(session: Session, req: KafkaRequest) -> Any:
@@ -129,8 +133,10 @@ async def heartbeat(session: Session, req: KafkaRequest) -> Any:
     try:
         await session.router.execute(cmd, session.ctx)
     except GatewayError as exc:
-        return session.respond(req, {"error_code": tr.error_code(exc, group=True)})
-    return session.respond(req, {"error_code": 0})
+        return session.respond(
+            req, {"throttle_time": 0, "error_code": tr.error_code(exc, group=True)}
+        )
+    return session.respond(req, {"throttle_time": 0, "error_code": ErrorCode.none})
 
 
 async def leave_group(session: Session, req: KafkaRequest) -> Any:
@@ -140,8 +146,10 @@ async def leave_group(session: Session, req: KafkaRequest) -> Any:
     try:
         await session.router.execute(cmd, session.ctx)
     except GatewayError as exc:
-        return session.respond(req, {"error_code": tr.error_code(exc, group=True)})
-    return session.respond(req, {"error_code": 0})
+        return session.respond(
+            req, {"throttle_time": 0, "error_code": tr.error_code(exc, group=True)}
+        )
+    return session.respond(req, {"throttle_time": 0, "error_code": ErrorCode.none})
 
 
 async def offset_commit(session: Session, req: KafkaRequest) -> Any:
@@ -171,7 +179,7 @@ async def offset_commit(session: Session, req: KafkaRequest) -> Any:
                 code = tr.error_code(exc, group=True)
             parts.append({"partition_index": p.partition_index, "error_code": code})
         topics.append({"name": t.name, "partitions": parts})
-    return session.respond(req, {"topics": topics})
+    return session.respond(req, {"throttle_time": 0, "topics": topics})
 
 
 async def offset_fetch(session: Session, req: KafkaRequest) -> Any:
@@ -187,7 +195,9 @@ async def offset_fetch(session: Session, req: KafkaRequest) -> Any:
         except NotFound:  # no topic yet in the listener's stream: nothing committed either
             infos = ()
         except GatewayError as exc:
-            return session.respond(req, {"topics": [], "error_code": tr.error_code(exc)})
+            return session.respond(
+                req, {"throttle_time": 0, "topics": [], "error_code": tr.error_code(exc)}
+            )
         wanted = [(i.topic.name, [p.partition for p in i.partitions]) for i in infos]
     else:
         wanted = [(t.name, list(t.partition_indexes)) for t in b.topics]
@@ -197,7 +207,7 @@ async def offset_fetch(session: Session, req: KafkaRequest) -> Any:
         for index in indexes:
             entry: dict[str, Any] = {"partition_index": index, "committed_offset": -1,
                                      "committed_leader_epoch": -1, "metadata": "",
-                                     "error_code": 0}  # fmt: skip
+                                     "error_code": ErrorCode.none}  # fmt: skip
             try:
                 result = await execute(
                     FetchOffset(group=b.group_id, topic=Topic(stream, name), partition=index),
@@ -213,7 +223,9 @@ async def offset_fetch(session: Session, req: KafkaRequest) -> Any:
             parts.append(entry)
         if parts or not only_committed:
             topics.append({"name": name, "partitions": parts})
-    return session.respond(req, {"topics": topics, "error_code": 0})
+    return session.respond(
+        req, {"throttle_time": 0, "topics": topics, "error_code": ErrorCode.none}
+    )
 
 
 async def describe_groups(session: Session, req: KafkaRequest) -> Any:
@@ -232,7 +244,7 @@ async def describe_groups(session: Session, req: KafkaRequest) -> Any:
         info = result.info
         groups.append(
             {
-                "error_code": 0,
+                "error_code": ErrorCode.none,
                 "group_id": group_id,
                 "group_state": info.state,
                 "protocol_type": info.protocol_type,
@@ -251,7 +263,7 @@ async def describe_groups(session: Session, req: KafkaRequest) -> Any:
                 "authorized_operations": _INT32_MIN,
             }
         )
-    return session.respond(req, {"groups": groups})
+    return session.respond(req, {"throttle_time": 0, "groups": groups})
 
 
 async def list_groups(session: Session, req: KafkaRequest) -> Any:
@@ -261,10 +273,12 @@ async def list_groups(session: Session, req: KafkaRequest) -> Any:
             ListGroups(stream=session.settings.stream), session.ctx
         )
     except GatewayError as exc:
-        return session.respond(req, {"error_code": tr.error_code(exc, group=True), "groups": []})
+        return session.respond(
+            req, {"throttle_time": 0, "error_code": tr.error_code(exc, group=True), "groups": []}
+        )
     return session.respond(
         req,
-        {"error_code": 0,
+        {"throttle_time": 0, "error_code": ErrorCode.none,
          "groups": [{"group_id": g.group, "protocol_type": g.protocol_type}
                     for g in result.groups]},
     )  # fmt: skip

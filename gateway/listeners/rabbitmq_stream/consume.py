@@ -15,13 +15,19 @@ reference (DESIGN.md §3), so a Kafka consumer group of that name sees the same 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
 import trio
 
-from gateway.listeners.rabbitmq_stream.sac import GroupKey
+from gateway.listeners.rabbitmq_stream.catalog import Target
+from gateway.listeners.rabbitmq_stream.session import (
+    FailureReply,
+    FrameHandler,
+    Session,
+    Subscription,
+    code_reply,
+    fails,
+    handles,
+)
 from gateway.model import (
     CommitOffset,
     FetchOffset,
@@ -39,62 +45,21 @@ from gateway.translate.rabbitmq_stream import requests as tr
 from protocols import rabbitmq_stream as rs
 from protocols.rabbitmq_stream import OffsetType, ResponseCode
 
-if TYPE_CHECKING:
-    from gateway.listeners.rabbitmq_stream.catalog import Target
-    from gateway.listeners.rabbitmq_stream.session import Session
-
 READ_WAIT_MS = 5_000  # one long poll; the task polls again until unsubscribed
 MAX_CHUNK_BYTES = 1 << 20
 ACTIVATION_WAIT_S = 30.0  # for the client's ConsumerUpdate answer; then the Subscribe's spec
 
 
-@dataclass(slots=True, eq=False)
-class Subscription:
-    session: Session
-    id: int
-    target: Target
-    spec: rs.OffsetSpec
-    credit: int
-    name: str = ""  # the consumer name (offset reference), "" = none
-    sac: bool = False
-    super_stream: str = ""
-    active: bool = False
-    generation: int = 0  # bumped on every (de)activation: a stale activation gives up
-    wake: trio.Event = field(default_factory=trio.Event)
-    scope: trio.CancelScope | None = None
-
-    @property
-    def group_key(self) -> GroupKey:
-        return (self.target.topic, self.target.partition, self.name)
-
-    @property
-    def in_super_stream(self) -> bool:
-        return bool(self.super_stream)
-
-    @property
-    def live(self) -> bool:
-        return self.session.subscriptions.get(self.id) is self
-
-    def set_active(self, active: bool) -> None:
-        """Called by the single-active-consumer groups."""
-        self.active = active
-        self.generation += 1
-        if active:
-            self.session.spawn(_activate, self, self.generation)
-            return
-        if self.scope is not None:
-            self.scope.cancel()
-        self.session.spawn(_consumer_update, self, False)
-
-    def add_credit(self, credit: int) -> None:
-        self.credit = min(self.credit + credit, 0xFFFF)
-        self.wake.set()
-
-    def stop(self) -> None:
-        if self.scope is not None:
-            self.scope.cancel()
-        if self.sac:
-            self.session.service.active.leave(self)
+def set_active(sub: Subscription, active: bool) -> None:
+    """What the single-active-consumer groups call: tell the client, then deliver (or stop)."""
+    sub.active = active
+    sub.generation += 1
+    if active:
+        sub.session.spawn(_activate, sub, sub.generation)
+        return
+    if sub.scope is not None:
+        sub.scope.cancel()
+    sub.session.spawn(_consumer_update, sub, False)
 
 
 async def resolve(s: Session, target: Target, spec: rs.OffsetSpec) -> int:
@@ -232,11 +197,10 @@ async def deliver(sub: Subscription, offset: int) -> None:
                     read_at = exc.log_end
                 continue
             except NotFound:
-                from gateway.listeners.rabbitmq_stream.streams import gone
-
-                # Deleted (maybe through another protocol): ``gone`` ends this subscription,
-                # cancelling this scope, so it runs outside it to send the MetadataUpdate.
-                s.spawn(gone, s, sub.target.name)
+                # Deleted (maybe through another protocol): ``stream_gone`` ends this
+                # subscription, cancelling this scope, so it runs outside it to send the
+                # MetadataUpdate.
+                s.spawn(s.stream_gone, sub.target.name)
                 return
             batches = result.batches
             chunk = trm.chunk_for(batches, offset, lossy=count_lossy)
@@ -280,15 +244,6 @@ async def unsubscribe(s: Session, f: rs.Unsubscribe) -> rs.Frame:
     return rs.UnsubscribeResponse(correlation_id=f.correlation_id, code=ResponseCode.OK)
 
 
-def drop(s: Session, stream_name: str | None = None) -> int:
-    """End this connection's subscriptions (of ``stream_name`` only, when given)."""
-    gone = [x for x in s.subscriptions.values() if stream_name in (None, x.target.name)]
-    for sub in gone:
-        del s.subscriptions[sub.id]
-        sub.stop()
-    return len(gone)
-
-
 async def store_offset(s: Session, f: rs.StoreOffset) -> None:
     """Never answered, even on error (§5): a failure is only logged and counted."""
     target = await s.catalog.target(s.stream, f.stream, s.ctx)
@@ -314,25 +269,30 @@ async def query_offset(s: Session, f: rs.QueryOffset) -> rs.Frame:
                                   offset=stored)  # fmt: skip
 
 
-HANDLERS: dict[type, Any] = {
-    rs.Subscribe: subscribe,
-    rs.Credit: credit,
-    rs.Unsubscribe: unsubscribe,
-    rs.StoreOffset: store_offset,
-    rs.QueryOffset: query_offset,
-    rs.ConsumerUpdateResponse: consumer_update_answer,
-}
+HANDLERS: dict[type[rs.Frame], FrameHandler[rs.Frame]] = dict(
+    [
+        handles(rs.Subscribe, subscribe),
+        handles(rs.Credit, credit),
+        handles(rs.Unsubscribe, unsubscribe),
+        handles(rs.StoreOffset, store_offset),
+        handles(rs.QueryOffset, query_offset),
+        handles(rs.ConsumerUpdateResponse, consumer_update_answer),
+    ]
+)
 
-FAILURES: dict[type, Callable[[Any, int], rs.Frame]] = {
-    rs.Subscribe: lambda f, code: rs.SubscribeResponse(correlation_id=f.correlation_id, code=code),
-    rs.Unsubscribe: lambda f, code: rs.UnsubscribeResponse(
-        correlation_id=f.correlation_id, code=code
-    ),
-    rs.QueryOffset: lambda f, code: rs.QueryOffsetResponse(
-        correlation_id=f.correlation_id, code=code, offset=0
-    ),
-}
+FAILURES: dict[type[rs.Frame], FailureReply[rs.Frame]] = dict(
+    [
+        fails(rs.Subscribe, code_reply(rs.SubscribeResponse)),
+        fails(rs.Unsubscribe, code_reply(rs.UnsubscribeResponse)),
+        fails(
+            rs.QueryOffset,
+            lambda f, code: rs.QueryOffsetResponse(
+                correlation_id=f.correlation_id, code=code, offset=0
+            ),
+        ),
+    ]
+)
 
 __all__ = [
-    "FAILURES", "HANDLERS", "Subscription", "deliver", "drop", "last_chunk", "resolve",
+    "FAILURES", "HANDLERS", "deliver", "last_chunk", "resolve", "set_active",
 ]  # fmt: skip

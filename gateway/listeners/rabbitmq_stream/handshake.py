@@ -1,21 +1,32 @@
 """RabbitMQ Stream connection frames (rabbitmq-stream.md §5 Connection, §7): PeerProperties,
-SASL PLAIN against the user store, Tune (frame_max negotiated and enforced) and the gateway's
-heartbeats, Open of a virtual host, Heartbeat, Close, ExchangeCommandVersions."""
+SASL PLAIN against the gateway's users (through the router, like every login), Tune (frame_max
+negotiated and enforced) and the gateway's heartbeats, Open of a virtual host, Heartbeat, Close,
+ExchangeCommandVersions."""
 
 from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any
 
 import trio
 
 from gateway import __version__
 from gateway.listeners.connection import IdleTimeout
-from gateway.listeners.rabbitmq_stream.session import MECHANISMS, Closed, Session, State
-from gateway.model import CreateStream, GatewayError, InvalidCredentials, ListStreams, StreamExists
+from gateway.listeners.rabbitmq_stream.session import (
+    MECHANISMS,
+    Closed,
+    FailureReply,
+    FrameHandler,
+    Session,
+    State,
+    code_reply,
+    fails,
+    handles,
+)
+from gateway.model import Authenticate, CreateStream, GatewayError, ListStreams, StreamExists
 from gateway.translate.rabbitmq_stream import requests as tr
 from protocols import rabbitmq_stream as rs
+from protocols._wire import MalformedPlain, PlainNotUtf8, parse_plain
 from protocols.rabbitmq_stream import Key, ResponseCode
 
 
@@ -49,30 +60,10 @@ async def _sasl_authenticate(s: Session, f: rs.SaslAuthenticate) -> rs.Frame:
         return rs.SaslAuthenticateResponse(
             correlation_id=f.correlation_id, code=ResponseCode.SASL_CANNOT_CHANGE_USERNAME
         )  # re-authentication is not supported
-    code = ResponseCode.OK
     if f.mechanism not in MECHANISMS:
-        code = ResponseCode.SASL_MECHANISM_NOT_SUPPORTED
+        code: int = ResponseCode.SASL_MECHANISM_NOT_SUPPORTED
     else:
-        parts = (f.data or b"").split(b"\0")
-        if len(parts) != 3:
-            code = ResponseCode.SASL_ERROR
-        else:
-            username = parts[1].decode("utf-8", "replace")
-            password = parts[2].decode("utf-8", "replace")
-            try:
-                user = await s.service.users.login(username, password)
-            except (InvalidCredentials, GatewayError):
-                code = ResponseCode.AUTHENTICATION_FAILURE
-            else:
-                if (
-                    settings.default_user_loopback_only
-                    and username == settings.default_user
-                    and not _loopback(s.conn.peer)
-                ):
-                    code = ResponseCode.SASL_AUTHENTICATION_FAILURE_LOOPBACK
-                else:
-                    s.user = user
-                    s.conn.bind(user=username)
+        code = await _log_in(s, f.data or b"")
     reply = rs.SaslAuthenticateResponse(correlation_id=f.correlation_id, code=code)
     if code != ResponseCode.OK:
         await s.send(reply)
@@ -81,6 +72,36 @@ async def _sasl_authenticate(s: Session, f: rs.SaslAuthenticate) -> rs.Frame:
     await s.send(reply)
     s.state = State.AUTHENTICATED
     return rs.Tune(frame_max=settings.frame_max, heartbeat=settings.heartbeat_s)
+
+
+async def _log_in(s: Session, token: bytes) -> int:
+    """SASL PLAIN: OK (and the session's user set) or the §4 code of the refusal."""
+    settings = s.service.settings
+    try:
+        creds = parse_plain(token)
+    except PlainNotUtf8:
+        # Names and passwords are UTF-8: such a token matches no user (a failed login).
+        return ResponseCode.AUTHENTICATION_FAILURE
+    except MalformedPlain:
+        return ResponseCode.SASL_ERROR
+    username = creds.authcid
+    try:
+        result = await s.router.execute(
+            Authenticate(mechanism="PLAIN", username=username, secret=creds.passwd.encode()),
+            s.ctx,
+        )
+        user = s.service.users.get_user(result.user_id)
+    except GatewayError:
+        return ResponseCode.AUTHENTICATION_FAILURE
+    if (
+        settings.default_user_loopback_only
+        and username == settings.default_user
+        and not _loopback(s.conn.peer)
+    ):
+        return ResponseCode.SASL_AUTHENTICATION_FAILURE_LOOPBACK
+    s.user = user
+    s.conn.bind(user=username)
+    return ResponseCode.OK
 
 
 def _loopback(peer: str) -> bool:
@@ -192,16 +213,29 @@ async def _exchange_command_versions(s: Session, f: rs.ExchangeCommandVersions) 
     )
 
 
-HANDLERS: dict[type, Any] = {
-    rs.PeerProperties: _peer_properties,
-    rs.SaslHandshake: _sasl_handshake,
-    rs.SaslAuthenticate: _sasl_authenticate,
-    rs.Tune: _tune,
-    rs.Open: _open,
-    rs.Heartbeat: _heartbeat,
-    rs.Close: _close,
-    rs.CloseResponse: _close_response,
-    rs.ExchangeCommandVersions: _exchange_command_versions,
-}
+HANDLERS: dict[type[rs.Frame], FrameHandler[rs.Frame]] = dict(
+    [
+        handles(rs.PeerProperties, _peer_properties),
+        handles(rs.SaslHandshake, _sasl_handshake),
+        handles(rs.SaslAuthenticate, _sasl_authenticate),
+        handles(rs.Tune, _tune),
+        handles(rs.Open, _open),
+        handles(rs.Heartbeat, _heartbeat),
+        handles(rs.Close, _close),
+        handles(rs.CloseResponse, _close_response),
+        handles(rs.ExchangeCommandVersions, _exchange_command_versions),
+    ]
+)
 
-__all__ = ["COMMAND_VERSIONS", "HANDLERS"]
+FAILURES: dict[type[rs.Frame], FailureReply[rs.Frame]] = dict(
+    [
+        fails(rs.PeerProperties, code_reply(rs.PeerPropertiesResponse)),
+        fails(rs.SaslHandshake, code_reply(rs.SaslHandshakeResponse)),
+        fails(rs.SaslAuthenticate, code_reply(rs.SaslAuthenticateResponse)),
+        fails(rs.Open, code_reply(rs.OpenResponse)),
+        fails(rs.Close, code_reply(rs.CloseResponse)),
+        fails(rs.ExchangeCommandVersions, code_reply(rs.ExchangeCommandVersionsResponse)),
+    ]
+)
+
+__all__ = ["COMMAND_VERSIONS", "FAILURES", "HANDLERS"]

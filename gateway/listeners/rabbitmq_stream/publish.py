@@ -16,10 +16,17 @@ gateway restart keeps it (QueryPublisherSequence answers it, clients resume afte
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
+from gateway.listeners.rabbitmq_stream.catalog import Target
+from gateway.listeners.rabbitmq_stream.session import (
+    FailureReply,
+    FrameHandler,
+    Publisher,
+    Session,
+    code_reply,
+    fails,
+    handles,
+)
 from gateway.model import Append, CommitOffset, FetchOffset, GatewayError, MessageBatch
 from gateway.translate.rabbitmq_stream import chunks as trm
 from gateway.translate.rabbitmq_stream import requests as tr
@@ -28,23 +35,7 @@ from protocols._wire import RemoteProtocolError
 from protocols.rabbitmq_stream import ResponseCode
 from protocols.rabbitmq_stream.chunk import Entry, SimpleEntry, SubEntryBatch
 
-if TYPE_CHECKING:
-    from gateway.listeners.rabbitmq_stream.catalog import Target
-    from gateway.listeners.rabbitmq_stream.session import Session
-
 PUBLISHER_GROUP = "__rabbitmq_publisher."
-
-
-@dataclass(slots=True, eq=False)
-class Publisher:
-    id: int
-    reference: str
-    target: Target
-    last: int = 0  # the highest publishing id stored (references only)
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.target.topic.stream, self.target.name, self.reference)
 
 
 async def stored_sequence(s: Session, target: Target, reference: str) -> int:
@@ -198,41 +189,30 @@ async def delete(s: Session, f: rs.DeletePublisher) -> rs.Frame:
     if publisher is None:
         raise tr.RabbitCode(ResponseCode.PUBLISHER_DOES_NOT_EXIST,
                             f"publisher {f.publisher_id} does not exist")  # fmt: skip
-    _forget(s, publisher)
+    s.forget(publisher)
     return rs.DeletePublisherResponse(correlation_id=f.correlation_id, code=ResponseCode.OK)
 
 
-def _forget(s: Session, publisher: Publisher) -> None:
-    if publisher.reference and s.service.references.get(publisher.key) is publisher:
-        del s.service.references[publisher.key]
+HANDLERS: dict[type[rs.Frame], FrameHandler[rs.Frame]] = dict(
+    [
+        handles(rs.DeclarePublisher, declare),
+        handles(rs.Publish, publish),
+        handles(rs.QueryPublisherSequence, query_sequence),
+        handles(rs.DeletePublisher, delete),
+    ]
+)
 
+FAILURES: dict[type[rs.Frame], FailureReply[rs.Frame]] = dict(
+    [
+        fails(rs.DeclarePublisher, code_reply(rs.DeclarePublisherResponse)),
+        fails(
+            rs.QueryPublisherSequence,
+            lambda f, code: rs.QueryPublisherSequenceResponse(
+                correlation_id=f.correlation_id, code=code, sequence=0
+            ),
+        ),
+        fails(rs.DeletePublisher, code_reply(rs.DeletePublisherResponse)),
+    ]
+)
 
-def drop(s: Session, stream_name: str | None = None) -> int:
-    """Forget this connection's publishers (of ``stream_name`` only, when given)."""
-    gone = [p for p in s.publishers.values() if stream_name in (None, p.target.name)]
-    for publisher in gone:
-        del s.publishers[publisher.id]
-        _forget(s, publisher)
-    return len(gone)
-
-
-HANDLERS: dict[type, Any] = {
-    rs.DeclarePublisher: declare,
-    rs.Publish: publish,
-    rs.QueryPublisherSequence: query_sequence,
-    rs.DeletePublisher: delete,
-}
-
-FAILURES: dict[type, Callable[[Any, int], rs.Frame]] = {
-    rs.DeclarePublisher: lambda f, code: rs.DeclarePublisherResponse(
-        correlation_id=f.correlation_id, code=code
-    ),
-    rs.QueryPublisherSequence: lambda f, code: rs.QueryPublisherSequenceResponse(
-        correlation_id=f.correlation_id, code=code, sequence=0
-    ),
-    rs.DeletePublisher: lambda f, code: rs.DeletePublisherResponse(
-        correlation_id=f.correlation_id, code=code
-    ),
-}
-
-__all__ = ["FAILURES", "HANDLERS", "PUBLISHER_GROUP", "Publisher", "drop", "stored_sequence"]
+__all__ = ["FAILURES", "HANDLERS", "PUBLISHER_GROUP", "stored_sequence"]

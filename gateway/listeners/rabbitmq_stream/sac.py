@@ -10,7 +10,8 @@ one joins or leaves, as RabbitMQ does. Activation and deactivation are the subsc
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import Generic, Protocol, TypeVar
 
 from gateway.model import Topic
 
@@ -27,18 +28,22 @@ class Member(Protocol):
     @property
     def active(self) -> bool: ...
 
-    def set_active(self, active: bool) -> None: ...
+
+M = TypeVar("M", bound=Member)
 
 
-class ActiveConsumers:
-    def __init__(self) -> None:
-        self.groups: dict[GroupKey, list[Member]] = {}
+class ActiveConsumers(Generic[M]):
+    """``set_active(member, active)`` (de)activates a member; it must update ``member.active``."""
 
-    def join(self, member: Member) -> None:
+    def __init__(self, set_active: Callable[[M, bool], None]) -> None:
+        self.groups: dict[GroupKey, list[M]] = {}
+        self._set_active = set_active
+
+    def join(self, member: M) -> None:
         self.groups.setdefault(member.group_key, []).append(member)
         self._settle(member.group_key)
 
-    def leave(self, member: Member) -> None:
+    def leave(self, member: M) -> None:
         key = member.group_key
         members = self.groups.get(key, [])
         if member in members:
@@ -47,7 +52,7 @@ class ActiveConsumers:
                 del self.groups[key]
             self._settle(key)
 
-    def members(self, key: GroupKey) -> list[Member]:
+    def members(self, key: GroupKey) -> list[M]:
         return list(self.groups.get(key, ()))
 
     def _settle(self, key: GroupKey) -> None:
@@ -59,9 +64,9 @@ class ActiveConsumers:
         # Deactivate first: two members are never active at once.
         for i, m in enumerate(members):
             if m.active and i != chosen:
-                m.set_active(False)
+                self._set_active(m, False)
         if not members[chosen].active:
-            members[chosen].set_active(True)
+            self._set_active(members[chosen], True)
 
 
 __all__ = ["ActiveConsumers", "GroupKey", "Member"]

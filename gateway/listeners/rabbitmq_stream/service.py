@@ -17,8 +17,6 @@ heartbeat task sends a Heartbeat each interval and drops a client silent for thr
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
 
 import structlog
 import trio
@@ -34,25 +32,22 @@ from gateway.listeners.rabbitmq_stream.sac import ActiveConsumers
 from gateway.listeners.rabbitmq_stream.session import (
     CLOSE_GRACE_S,
     Closed,
+    FailureReply,
+    FrameHandler,
+    Publisher,
     RabbitStreamSettings,
     Session,
     State,
+    Subscription,
 )
-from gateway.model import (
-    GatewayError,
-)
-from gateway.router import RequestContext, Router
+from gateway.model import GatewayError
+from gateway.router import Router
 from gateway.translate.rabbitmq_stream import requests as tr
 from protocols import rabbitmq_stream as rs
 from protocols._wire import NEED_DATA, FrameTooLarge, RemoteProtocolError
 from protocols.rabbitmq_stream import Key, ResponseCode
 
-if TYPE_CHECKING:
-    from gateway.listeners.rabbitmq_stream.publish import Publisher
-
 log = structlog.get_logger("streamgate.rabbitmq_stream")
-
-FrameHandler = Callable[[Session, Any], Awaitable[rs.Frame | None]]
 
 # Taken before Open (§7); the rest of the state machine is in the handlers.
 _BEFORE_OPEN = frozenset(
@@ -70,11 +65,13 @@ class RabbitStreamService:
         self.settings = settings
         self.users = users
         self.catalog = Catalog(router)
-        self.active = ActiveConsumers()
+        self.active: ActiveConsumers[Subscription] = ActiveConsumers(
+            rabbitmq_stream_consume.set_active
+        )
         self.sessions: set[Session] = set()
         # (canonical stream, rabbit stream, reference) -> the live publisher with that reference
         self.references: dict[tuple[str, str, str], Publisher] = {}
-        self.handlers: dict[type, FrameHandler] = {
+        self.handlers: dict[type[rs.Frame], FrameHandler[rs.Frame]] = {
             **rabbitmq_stream_handshake.HANDLERS,
             **rabbitmq_stream_streams.HANDLERS,
             **rabbitmq_stream_publish.HANDLERS,
@@ -103,14 +100,14 @@ class RabbitStreamService:
             finally:
                 session.closing = True
                 self.sessions.discard(session)
-                rabbitmq_stream_publish.drop(session)
-                rabbitmq_stream_consume.drop(session)
+                session.drop_publishers()
+                session.drop_subscriptions()
                 nursery.cancel_scope.cancel()
 
     async def _serve(self, session: Session) -> None:
         conn, codec = session.conn, session.codec
         metrics = conn.metrics
-        inflight = metrics.inflight_requests.labels(tr.PROTOCOL)
+        handlers = self.handlers
         while True:
             try:
                 frame = codec.next_frame()
@@ -134,7 +131,7 @@ class RabbitStreamService:
             if frame is rs.CONNECTION_CLOSED:
                 return
             assert isinstance(frame, rs.Frame)
-            handler = self.handlers.get(type(frame))
+            handler = handlers.get(type(frame))
             if session.state is not State.OPEN and type(frame) not in _BEFORE_OPEN:
                 conn.log.info("frame before open", frame=type(frame).__name__)
                 metrics.connection_errors.labels(tr.PROTOCOL, "protocol_error").inc()
@@ -144,26 +141,16 @@ class RabbitStreamService:
                 metrics.connection_errors.labels(tr.PROTOCOL, "protocol_error").inc()
                 return
             wire_command = _WIRE_NAMES.get(frame.KEY, "unknown")
-            session.ctx = RequestContext(tr.PROTOCOL, wire_command)
-            t0 = time.perf_counter()
-            error_type = ""
-            inflight.inc()
-            try:
-                reply = await handler(session, frame)
-            except GatewayError as exc:
-                reply, error_type = _failure(session, frame, exc), exc.error_type
-            finally:
-                inflight.dec()
-            if reply is not None:
-                await session.send(reply)
-            elapsed = time.perf_counter() - t0
-            if session.ctx.command_s == 0.0:
-                metrics.observe_command(
-                    tr.PROTOCOL, wire_command, wire_command, elapsed, error_type
-                )
-            metrics.gateway_overhead.labels(tr.PROTOCOL, wire_command).observe(
-                max(0.0, elapsed - session.ctx.command_s)
-            )
+            with conn.request(wire_command) as request:
+                # Answered by the gateway itself (no canonical command): timed as this command.
+                request.command = wire_command
+                session.ctx = request.ctx
+                try:
+                    reply = await handler(session, frame)
+                except GatewayError as exc:
+                    reply, request.error_type = _failure(session, frame, exc), exc.error_type
+                if reply is not None:
+                    await session.send(reply)
 
     async def _refuse(
         self, session: Session, code: int, reason: str, exc: Exception | None
@@ -186,7 +173,8 @@ class RabbitStreamService:
                     return
 
 
-_FAILURES = {
+_FAILURES: dict[type[rs.Frame], FailureReply[rs.Frame]] = {
+    **rabbitmq_stream_handshake.FAILURES,
     **rabbitmq_stream_streams.FAILURES,
     **rabbitmq_stream_publish.FAILURES,
     **rabbitmq_stream_consume.FAILURES,
@@ -194,29 +182,12 @@ _FAILURES = {
 
 
 def _failure(session: Session, frame: rs.Frame, exc: GatewayError) -> rs.Frame | None:
+    """The answer to a frame whose command failed: its response with the §4 code, or nothing
+    for a frame that has no response (Publish answers with PublishError, StoreOffset never)."""
     session.conn.log.debug("rabbitmq stream command failed", frame=type(frame).__name__,
                            error=exc.message)  # fmt: skip
-    code = tr.response_code(exc)
     respond = _FAILURES.get(type(frame))
-    if respond is not None:
-        return respond(frame, code)
-    correlation = getattr(frame, "correlation_id", None)
-    if correlation is None:
-        return None
-    return _code_response(frame, code)
+    return None if respond is None else respond(frame, tr.response_code(exc))
 
 
-def _code_response(frame: rs.Frame, code: int) -> rs.Frame:
-    responses: dict[type, type[rs.CodeResponse]] = {
-        rs.PeerProperties: rs.PeerPropertiesResponse,
-        rs.SaslHandshake: rs.SaslHandshakeResponse,
-        rs.SaslAuthenticate: rs.SaslAuthenticateResponse,
-        rs.Open: rs.OpenResponse,
-        rs.Close: rs.CloseResponse,
-        rs.ExchangeCommandVersions: rs.ExchangeCommandVersionsResponse,
-    }
-    cls = responses[type(frame)]
-    return cls(correlation_id=frame.correlation_id, code=code)  # type: ignore[attr-defined]
-
-
-__all__ = ["RabbitStreamService", "RabbitStreamSettings", "Session", "State"]
+__all__ = ["RabbitStreamService", "RabbitStreamSettings"]

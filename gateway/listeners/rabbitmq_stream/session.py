@@ -1,5 +1,6 @@
-"""The state one RabbitMQ Stream connection's handlers share (the listener is
-``gateway.listeners.rabbitmq_stream.service``): settings, connection states, the Session."""
+"""The state one RabbitMQ Stream connection's handlers share: settings, connection states, the
+publishers and subscriptions a connection holds, the Session, and the typed handler table entries.
+The listener (``service``) imports the handlers; they import only this."""
 
 from __future__ import annotations
 
@@ -9,23 +10,21 @@ import itertools
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeAlias, TypeVar, cast
 
 import trio
 
+from gateway.coordination import UserStore
 from gateway.listeners.connection import Connection
-from gateway.listeners.rabbitmq_stream.catalog import Catalog
+from gateway.listeners.rabbitmq_stream.catalog import Catalog, Target
+from gateway.listeners.rabbitmq_stream.sac import ActiveConsumers, GroupKey
 from gateway.model import Forbidden, Unauthorized, UnknownUser
 from gateway.model.permissions import Action
 from gateway.model.users import User, allowed
 from gateway.router import RequestContext, Router
 from gateway.translate.rabbitmq_stream import requests as tr
 from protocols import rabbitmq_stream as rs
-
-if TYPE_CHECKING:
-    from gateway.listeners.rabbitmq_stream.consume import Subscription
-    from gateway.listeners.rabbitmq_stream.publish import Publisher
-    from gateway.listeners.rabbitmq_stream.service import RabbitStreamService
+from protocols.rabbitmq_stream import ResponseCode
 
 MECHANISMS = ("PLAIN",)
 CLOSE_GRACE_S = 5.0  # how long a Close waits for the client's CloseResponse
@@ -58,11 +57,90 @@ class Closed(Exception):
     """The connection ends normally (Close exchanged, or the client asked)."""
 
 
+class Service(Protocol):
+    """What handlers use of the listener every connection shares (``RabbitStreamService``)."""
+
+    @property
+    def router(self) -> Router: ...
+
+    @property
+    def settings(self) -> RabbitStreamSettings: ...
+
+    @property
+    def users(self) -> UserStore: ...
+
+    @property
+    def catalog(self) -> Catalog: ...
+
+    @property
+    def active(self) -> ActiveConsumers[Subscription]: ...
+
+    @property
+    def sessions(self) -> set[Session]: ...
+
+    # (canonical stream, rabbit stream, reference) -> the live publisher with that reference
+    @property
+    def references(self) -> dict[tuple[str, str, str], Publisher]: ...
+
+
+@dataclass(slots=True, eq=False)
+class Publisher:
+    id: int
+    reference: str
+    target: Target
+    last: int = 0  # the highest publishing id stored (references only)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.target.topic.stream, self.target.name, self.reference)
+
+
+@dataclass(slots=True, eq=False)
+class Subscription:
+    """One Subscribe: where it delivers from, its credit, and (for a single active consumer) its
+    place in the group; ``consume.set_active`` is what (de)activates it."""
+
+    session: Session
+    id: int
+    target: Target
+    spec: rs.OffsetSpec
+    credit: int
+    name: str = ""  # the consumer name (offset reference), "" = none
+    sac: bool = False
+    super_stream: str = ""
+    active: bool = False
+    generation: int = 0  # bumped on every (de)activation: a stale activation gives up
+    wake: trio.Event = field(default_factory=trio.Event)
+    scope: trio.CancelScope | None = None
+
+    @property
+    def group_key(self) -> GroupKey:
+        return (self.target.topic, self.target.partition, self.name)
+
+    @property
+    def in_super_stream(self) -> bool:
+        return bool(self.super_stream)
+
+    @property
+    def live(self) -> bool:
+        return self.session.subscriptions.get(self.id) is self
+
+    def add_credit(self, credit: int) -> None:
+        self.credit = min(self.credit + credit, 0xFFFF)
+        self.wake.set()
+
+    def stop(self) -> None:
+        if self.scope is not None:
+            self.scope.cancel()
+        if self.sac:
+            self.session.service.active.leave(self)
+
+
 @dataclass(slots=True, eq=False)
 class Session:
     """What one connection's handlers share."""
 
-    service: RabbitStreamService
+    service: Service
     conn: Connection
     codec: rs.RabbitStreamServerCodec
     nursery: trio.Nursery
@@ -118,5 +196,67 @@ class Session:
         if not allowed(self.user, action, self.stream_id, topic_id):
             raise Forbidden(f"user {self.user.username!r} may not {action.replace('_', ' ')}")
 
+    def forget(self, publisher: Publisher) -> None:
+        """``publisher`` no longer holds its reference (deleted, or its connection is gone)."""
+        references = self.service.references
+        if publisher.reference and references.get(publisher.key) is publisher:
+            del references[publisher.key]
 
-__all__ = ["CLOSE_GRACE_S", "MECHANISMS", "Closed", "RabbitStreamSettings", "Session", "State"]
+    def drop_publishers(self, stream_name: str | None = None) -> int:
+        """Forget this connection's publishers (of ``stream_name`` only, when given)."""
+        gone = [p for p in self.publishers.values() if stream_name in (None, p.target.name)]
+        for publisher in gone:
+            del self.publishers[publisher.id]
+            self.forget(publisher)
+        return len(gone)
+
+    def drop_subscriptions(self, stream_name: str | None = None) -> int:
+        """End this connection's subscriptions (of ``stream_name`` only, when given)."""
+        gone = [x for x in self.subscriptions.values() if stream_name in (None, x.target.name)]
+        for sub in gone:
+            del self.subscriptions[sub.id]
+            sub.stop()
+        return len(gone)
+
+    async def stream_gone(self, name: str) -> None:
+        """The stream ``name`` no longer exists: drop what used it and tell the client (§5)."""
+        if self.drop_publishers(name) + self.drop_subscriptions(name):
+            await self.send(rs.MetadataUpdate(code=ResponseCode.STREAM_NOT_AVAILABLE, stream=name))
+
+
+F = TypeVar("F", bound=rs.Frame)
+# A handler of one frame class: the answer to send, or None (answered already, or never).
+FrameHandler: TypeAlias = Callable[[Session, F], Awaitable[rs.Frame | None]]
+# What answers a frame of one class whose command failed with a §4 response code.
+FailureReply: TypeAlias = Callable[[F, int], rs.Frame]
+HandlerEntry: TypeAlias = tuple[type[rs.Frame], FrameHandler[rs.Frame]]
+FailureEntry: TypeAlias = tuple[type[rs.Frame], FailureReply[rs.Frame]]
+
+
+def handles(cls: type[F], handler: FrameHandler[F]) -> HandlerEntry:
+    """One entry of a handler table, where mypy checks that ``handler`` takes a ``cls``. The
+    table hands each handler only frames of its own class (it is looked up by ``type(frame)``),
+    which is what makes the widening to ``rs.Frame`` sound."""
+    return cls, cast("FrameHandler[rs.Frame]", handler)
+
+
+def fails(cls: type[F], reply: FailureReply[F]) -> FailureEntry:
+    """One entry of a failure table (checked like ``handles``)."""
+    return cls, cast("FailureReply[rs.Frame]", reply)
+
+
+class _Correlated(Protocol):
+    @property
+    def correlation_id(self) -> int: ...
+
+
+def code_reply(cls: type[rs.CodeResponse]) -> Callable[[_Correlated, int], rs.Frame]:
+    """The failure answer of a request whose response carries nothing but the code."""
+    return lambda f, code: cls(correlation_id=f.correlation_id, code=code)
+
+
+__all__ = [
+    "CLOSE_GRACE_S", "MECHANISMS", "Closed", "FailureEntry", "FailureReply", "FrameHandler",
+    "HandlerEntry", "Publisher", "RabbitStreamSettings", "Service", "Session", "State",
+    "Subscription", "code_reply", "fails", "handles",
+]  # fmt: skip

@@ -11,11 +11,18 @@ partition stream (``rabbitmq_stream_catalog``). Create's arguments map onto the 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
 
-from gateway.listeners.rabbitmq_stream import consume, publish
+from gateway.listeners.rabbitmq_stream import consume
 from gateway.listeners.rabbitmq_stream.catalog import super_stream_of, super_stream_settings
+from gateway.listeners.rabbitmq_stream.session import (
+    FailureReply,
+    FrameHandler,
+    Session,
+    code_reply,
+    fails,
+    handles,
+)
 from gateway.model import (
     CreateTopic,
     DeleteTopic,
@@ -27,9 +34,6 @@ from gateway.model import (
 )
 from protocols import rabbitmq_stream as rs
 from protocols.rabbitmq_stream import ResponseCode
-
-if TYPE_CHECKING:
-    from gateway.listeners.rabbitmq_stream.session import Session
 
 NO_LEADER = 0xFFFF
 _AGE = re.compile(r"^(\d+)([YMDhms])$")
@@ -123,13 +127,7 @@ def notify_deleted(s: Session, stream: str, names: Iterable[str]) -> None:
             if any(p.target.name == name for p in other.publishers.values()) or any(
                 x.target.name == name for x in other.subscriptions.values()
             ):
-                other.spawn(gone, other, name)
-
-
-async def gone(s: Session, name: str) -> None:
-    """The stream ``name`` no longer exists: drop what used it and tell the client (§5)."""
-    if publish.drop(s, name) + consume.drop(s, name):
-        await s.send(rs.MetadataUpdate(code=ResponseCode.STREAM_NOT_AVAILABLE, stream=name))
+                other.spawn(other.stream_gone, name)
 
 
 async def metadata(s: Session, f: rs.Metadata) -> rs.Frame:
@@ -216,34 +214,38 @@ async def stream_stats(s: Session, f: rs.StreamStats) -> rs.Frame:
     )
 
 
-HANDLERS: dict[type, Any] = {
-    rs.Create: create,
-    rs.Delete: delete,
-    rs.Metadata: metadata,
-    rs.Route: route,
-    rs.Partitions: partitions,
-    rs.CreateSuperStream: create_super_stream,
-    rs.DeleteSuperStream: delete_super_stream,
-    rs.StreamStats: stream_stats,
-}
+HANDLERS: dict[type[rs.Frame], FrameHandler[rs.Frame]] = dict(
+    [
+        handles(rs.Create, create),
+        handles(rs.Delete, delete),
+        handles(rs.Metadata, metadata),
+        handles(rs.Route, route),
+        handles(rs.Partitions, partitions),
+        handles(rs.CreateSuperStream, create_super_stream),
+        handles(rs.DeleteSuperStream, delete_super_stream),
+        handles(rs.StreamStats, stream_stats),
+    ]
+)
 
+FAILURES: dict[type[rs.Frame], FailureReply[rs.Frame]] = dict(
+    [
+        fails(rs.Create, code_reply(rs.CreateResponse)),
+        fails(rs.Delete, code_reply(rs.DeleteResponse)),
+        fails(rs.Route, code_reply(rs.RouteResponse)),
+        fails(rs.Partitions, code_reply(rs.PartitionsResponse)),
+        fails(rs.CreateSuperStream, code_reply(rs.CreateSuperStreamResponse)),
+        fails(rs.DeleteSuperStream, code_reply(rs.DeleteSuperStreamResponse)),
+        fails(rs.StreamStats, code_reply(rs.StreamStatsResponse)),
+        fails(
+            rs.Metadata,
+            lambda f, code: rs.MetadataResponse(
+                correlation_id=f.correlation_id,
+                streams=tuple(
+                    rs.StreamMetadata(stream=n, code=code, leader=NO_LEADER) for n in f.streams
+                ),
+            ),
+        ),
+    ]
+)
 
-def _code(cls: type[rs.CodeResponse]) -> Callable[[Any, int], rs.Frame]:
-    return lambda f, code: cls(correlation_id=f.correlation_id, code=code)
-
-
-FAILURES: dict[type, Callable[[Any, int], rs.Frame]] = {
-    rs.Create: _code(rs.CreateResponse),
-    rs.Delete: _code(rs.DeleteResponse),
-    rs.Route: _code(rs.RouteResponse),
-    rs.Partitions: _code(rs.PartitionsResponse),
-    rs.CreateSuperStream: _code(rs.CreateSuperStreamResponse),
-    rs.DeleteSuperStream: _code(rs.DeleteSuperStreamResponse),
-    rs.StreamStats: _code(rs.StreamStatsResponse),
-    rs.Metadata: lambda f, code: rs.MetadataResponse(
-        correlation_id=f.correlation_id,
-        streams=tuple(rs.StreamMetadata(stream=n, code=code, leader=NO_LEADER) for n in f.streams),
-    ),
-}
-
-__all__ = ["FAILURES", "HANDLERS", "gone", "notify_deleted", "topic_config"]
+__all__ = ["FAILURES", "HANDLERS", "notify_deleted", "topic_config"]

@@ -19,7 +19,7 @@ from gateway.model import (
     HeaderKind,
     Message,
     WireBatch,
-    register_wire_format,
+    WireFormat,
 )
 from gateway.translate.lossy import Lossy, ignore_lossy
 from protocols import iggy as wire
@@ -30,7 +30,6 @@ from protocols.iggy.headers import HeaderValue
 from protocols.iggy.identifiers import Consumer, ConsumerKind, Identifier
 from protocols.iggy.wire import Reader
 
-WIRE_FORMAT: Final = "iggy"  # a producer's era C batch as sent (256-byte header + frames)
 U64_MAX: Final = (1 << 64) - 1
 U32_MAX: Final = (1 << 32) - 1
 KEY_HEADER: Final = "streamgate.key"  # where a Kafka key goes, Iggy messages have no key field
@@ -123,7 +122,8 @@ def decode_wire(stored: WireBatch) -> list[Message]:
     ]
 
 
-register_wire_format(WIRE_FORMAT, decode_wire)
+# a producer's era C batch as sent (256-byte header + frames)
+WIRE_FORMAT: Final = WireFormat(name="iggy", decode=decode_wire)
 
 
 def to_iggy(

@@ -5,8 +5,9 @@ are checked, without decoding a record: a backend that stores the format keeps t
 Fetch sends them back with only the base offset stamped. Batches of any other format are decoded
 to ``Message``s and encoded as Kafka batches (the canonical path, e.g. Rog in, Kafka out).
 
-The record <-> message conversion, errors, topic names and configs live in
-``gateway.translate.kafka.messages`` (the Kafka backend uses them too) and are re-exported here.
+The record <-> message conversion, topic names and configs live in
+``gateway.translate.kafka.messages``, the error table in ``gateway.translate.kafka.errors`` (the
+Kafka backend uses both too); they are re-exported here.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from gateway.model import (
     MessageTooLarge,
     WireBatch,
 )
+from gateway.translate.kafka.errors import error_code
 from gateway.translate.kafka.messages import (
     CONFIG_DEFAULTS,
     WIRE_FORMAT,
@@ -31,7 +33,6 @@ from gateway.translate.kafka.messages import (
     config_entries,
     decode_wire,
     encode_messages,
-    error_code,
     millis,
     topic_config,
 )

@@ -1,7 +1,7 @@
-"""RabbitMQ Stream <-> the canonical model: commands and response codes (``requests``), AMQP
-messages and the stored ``rabbitmq_stream`` wire form (``messages``), Deliver chunks
-(``chunks``)."""
+"""RabbitMQ Stream <-> the canonical model: commands (``requests``), AMQP messages and the stored
+``rabbitmq_stream`` wire form (``messages``), Deliver chunks (``chunks``) and the response codes
+both ways (``errors``)."""
 
-from . import chunks, messages, requests
+from . import chunks, errors, messages, requests
 
-__all__ = ["chunks", "messages", "requests"]
+__all__ = ["chunks", "errors", "messages", "requests"]

@@ -41,7 +41,7 @@ from gateway.model import (
     HeaderKind,
     Message,
     WireBatch,
-    register_wire_format,
+    WireFormat,
 )
 from gateway.translate.lossy import Lossy, ignore_lossy
 from protocols._wire import RemoteProtocolError
@@ -69,7 +69,6 @@ from protocols.rabbitmq_stream.chunk import (
     encode_entry,
 )
 
-WIRE_FORMAT = "rabbitmq_stream"  # published entries as sent: simple entries and sub-entry batches
 ROUTING_KEY: Final = "x-routing-key"  # message annotation RabbitMQ sets from AMQP 0-9-1 publishes
 # A canonical timestamp with microseconds, which creation-time (ms) cannot hold (a long).
 TIMESTAMP_US: Final = "x-opt-streamgate-timestamp-us"
@@ -397,7 +396,8 @@ def decode_wire(stored: WireBatch, lossy: Lossy = ignore_lossy) -> list[Message]
     return out
 
 
-register_wire_format(WIRE_FORMAT, decode_wire)
+# published entries as sent: simple entries and sub-entry batches
+WIRE_FORMAT: Final = WireFormat(name="rabbitmq_stream", decode=decode_wire)
 
 
 # --- consumer offsets ---------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""RabbitMQ Stream names, response codes and offsets <-> the canonical model (DESIGN.md §3,
-rabbitmq-stream.md §4). Messages and chunks are in ``rabbitmq_stream_messages``.
+"""RabbitMQ Stream names and offsets <-> the canonical model (DESIGN.md §3, rabbitmq-stream.md
+§4). Messages and chunks are in ``messages`` and ``chunks``; both directions of the response-code
+table are in ``errors``, shared with the RabbitMQ backend and re-exported here for the listener.
 
 Pure functions. A virtual host is a canonical stream (``/`` is ``default``); a RabbitMQ stream is
 partition 0 of a topic of the same name, and the partition streams ``<name>-<i>`` of a super
@@ -16,29 +17,11 @@ import dataclasses
 from collections.abc import Container
 from typing import Final
 
-from gateway.model import (
-    DEFAULT_STREAM,
-    AlreadyExists,
-    BackendUnavailable,
-    Forbidden,
-    GatewayError,
-    GroupError,
-    GroupExists,
-    InvalidRequest,
-    MessageTooLarge,
-    NotFound,
-    OffsetOutOfRange,
-    OffsetSpec,
-    SequenceError,
-    Timeout,
-    Unauthorized,
-    UnknownGroup,
-    Unsupported,
-    UserExists,
-)
+from gateway.model import DEFAULT_STREAM, InvalidRequest, OffsetSpec
+from gateway.translate.rabbitmq_stream.errors import RabbitCode, response_code
 from gateway.translate.rabbitmq_stream.messages import committed_of_stored, stored_of_committed
 from protocols.rabbitmq_stream import OffsetSpec as WireOffsetSpec
-from protocols.rabbitmq_stream import OffsetType, ResponseCode
+from protocols.rabbitmq_stream import OffsetType
 
 PROTOCOL = "rabbitmq_stream"
 ROOT_VHOST: Final = "/"
@@ -81,45 +64,6 @@ def topic_of_stream(name: str, super_streams: Container[str] = ()) -> tuple[str,
     if split is not None and split[0] in super_streams:
         return split
     return name, 0
-
-
-# --- errors -------------------------------------------------------------------------------------
-
-
-class RabbitCode(GatewayError):
-    """A failure with no canonical meaning (an unknown publisher id...), answered with this code."""
-
-    error_type = "invalid_request"
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def response_code(exc: GatewayError) -> int:
-    """The §4 response code for a canonical failure. A missing namespace is also "stream does not
-    exist": the listener checks the virtual host itself at Open (0x0c)."""
-    if isinstance(exc, RabbitCode):
-        return exc.code
-    if isinstance(exc, UnknownGroup | OffsetOutOfRange):
-        return ResponseCode.NO_OFFSET
-    if isinstance(exc, NotFound):
-        return ResponseCode.STREAM_DOES_NOT_EXIST
-    if isinstance(exc, GroupExists | UserExists):
-        return ResponseCode.PRECONDITION_FAILED
-    if isinstance(exc, AlreadyExists):
-        return ResponseCode.STREAM_ALREADY_EXISTS
-    if isinstance(exc, Unauthorized):
-        return ResponseCode.AUTHENTICATION_FAILURE
-    if isinstance(exc, Forbidden):
-        return ResponseCode.ACCESS_REFUSED
-    if isinstance(exc, MessageTooLarge):
-        return ResponseCode.FRAME_TOO_LARGE
-    if isinstance(exc, BackendUnavailable | Timeout):
-        return ResponseCode.STREAM_NOT_AVAILABLE
-    if isinstance(exc, InvalidRequest | SequenceError | GroupError | Unsupported):
-        return ResponseCode.PRECONDITION_FAILED
-    return ResponseCode.INTERNAL_ERROR
 
 
 # --- offsets ------------------------------------------------------------------------------------

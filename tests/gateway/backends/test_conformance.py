@@ -355,7 +355,8 @@ async def test_long_poll_times_out(
         start = trio.current_time()
         r = await backend.read(Read(topic=topic, partition=0, offset=0, max_wait_ms=5000))
         assert r.batches == ()
-        assert 5 <= trio.current_time() - start < 6
+        # 1e-9: the mock clock's floats (start + 5.0 - start can be 4.999999999999996)
+        assert 5 - 1e-9 <= trio.current_time() - start < 6
         assert r.waited_s == pytest.approx(5, abs=0.5)
 
 
@@ -415,7 +416,8 @@ async def test_wait_for_data_without_messages_times_out(
                  max_wait_ms=5000)
         )  # fmt: skip
         assert r.batches == ()
-        assert 5 <= trio.current_time() - start < 6
+        # 1e-9: the mock clock's floats (start + 5.0 - start can be 4.999999999999996)
+        assert 5 - 1e-9 <= trio.current_time() - start < 6
 
 
 async def test_deleting_a_topic_wakes_its_long_polls(backend: Backend) -> None:

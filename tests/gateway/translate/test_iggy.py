@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 import pytest
 
 from gateway.model import (
@@ -19,8 +21,10 @@ from gateway.model import (
     UnknownUser,
     WireBatch,
 )
+from gateway.model import errors as model_errors
 from gateway.translate.iggy import requests as tr
 from gateway.translate.iggy import topics as tt
+from gateway.translate.iggy.errors import error_of
 from protocols.iggy import Message as IggyMessage
 from protocols.iggy import PartitionId, SendMessages
 from protocols.iggy.batch import encode_batch
@@ -38,7 +42,7 @@ from protocols.iggy.status import Status
         (UnknownPartition("x", partitions=1), False, Status.PARTITION_NOT_FOUND),
         (UnknownGroup("x"), False, Status.CONSUMER_GROUP_ID_NOT_FOUND),
         (StreamExists("x"), False, Status.STREAM_NAME_ALREADY_EXISTS),
-        (UnknownUser("x"), False, tr.RESOURCE_NOT_FOUND),
+        (UnknownUser("x"), False, Status.RESOURCE_NOT_FOUND),
         (InvalidRequest("x"), False, Status.INVALID_COMMAND),
         (tr.IggyStatus(Status.EMPTY_MESSAGE_PAYLOAD, "x"), False, Status.EMPTY_MESSAGE_PAYLOAD),
         (GatewayError("x"), False, Status.ERROR),
@@ -46,6 +50,37 @@ from protocols.iggy.status import Status
 )
 def test_status_of(exc: GatewayError, by_name: bool, status: int) -> None:
     assert tr.status_of(exc, by_name=by_name) == status
+
+
+# Both directions of the status table, over every canonical failure, so that they cannot drift.
+FAILURES = [
+    cls
+    for cls in vars(model_errors).values()
+    if isinstance(cls, type) and issubclass(cls, GatewayError)
+]
+# Statuses that kinds of failure with different error types share: the status a server answers
+# cannot say which it was (BackendUnavailable or Timeout; GroupError, SequenceError, ...).
+SHARED = {Status.TRANSIENT_NOT_ACCEPTED, Status.ERROR}
+
+
+@pytest.mark.parametrize("by_name", [False, True])
+@pytest.mark.parametrize("cls", FAILURES, ids=lambda cls: cls.__name__)
+def test_every_failure_has_a_status_that_maps_back(cls: type[GatewayError], by_name: bool) -> None:
+    status = tr.status_of(cls("x"), by_name=by_name)
+    assert status in set(Status) and status != Status.OK
+    if status not in SHARED:
+        assert error_of(status).error_type == cls.error_type
+
+
+def test_a_servers_status_means_a_failure_answered_with_it() -> None:
+    failures: dict[int, set[type[GatewayError]]] = defaultdict(set)
+    for cls in FAILURES:
+        for by_name in (False, True):
+            failures[tr.status_of(cls("x"), by_name=by_name)].add(cls)
+    mixed = {s for s, classes in failures.items() if len({c.error_type for c in classes}) > 1}
+    assert mixed == SHARED
+    for status, classes in failures.items():
+        assert type(error_of(status)) in classes, Status(status).name
 
 
 def test_topic_options_become_config_and_come_back() -> None:

@@ -6,26 +6,20 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
-from kio.schema.errors import ErrorCode
 
 from gateway.model import (
-    BackendUnavailable,
     Header,
     HeaderKind,
-    InvalidPartitions,
     Message,
-    TopicExists,
-    UnknownTopic,
     WireBatch,
 )
 from gateway.translate.kafka.messages import (
     CARRIED_ID,
     CARRIED_KINDS,
     CARRIED_MICROS,
+    WIRE_FORMAT,
     decode_wire,
     encode_append,
-    error_code,
-    gateway_error,
 )
 from protocols.kafka import Record, decode_batch, encode_batch
 
@@ -34,7 +28,7 @@ NOW_US = 1_700_000_000_000_000
 
 def round_trip(messages: list[Message]) -> list[Message]:
     data = encode_append(messages, now_us=NOW_US)
-    return decode_wire(WireBatch(format="kafka", data=data, count=len(messages)))
+    return decode_wire(WireBatch(format=WIRE_FORMAT, data=data, count=len(messages)))
 
 
 headers = st.lists(
@@ -74,7 +68,7 @@ def test_plain_messages_carry_nothing_and_unset_times_are_stamped() -> None:
 def record_with(*headers: tuple[str, bytes | None]) -> WireBatch:
     record = Record(offset_delta=0, timestamp_delta=0, key=None, value=b"v", headers=headers)
     data = encode_batch([record], base_timestamp_ms=1000)
-    return WireBatch(format="kafka", data=data, count=1)
+    return WireBatch(format=WIRE_FORMAT, data=data, count=1)
 
 
 def test_malformed_carriers_stay_plain_headers() -> None:
@@ -93,13 +87,3 @@ def test_malformed_carriers_stay_plain_headers() -> None:
 def test_carriers_only_at_the_end() -> None:
     [message] = decode_wire(record_with((CARRIED_ID, bytes(15) + b"\x07"), ("after", b"x")))
     assert message.id == 0 and len(message.headers) == 2
-
-
-def test_broker_errors_map_back() -> None:
-    assert isinstance(gateway_error(ErrorCode.topic_already_exists), TopicExists)
-    assert isinstance(gateway_error(ErrorCode.unknown_topic_or_partition), UnknownTopic)
-    assert isinstance(gateway_error(ErrorCode.not_leader_or_follower), BackendUnavailable)
-    assert gateway_error(ErrorCode.unknown_server_error).error_type == "internal"
-    for code in (ErrorCode.topic_already_exists, ErrorCode.invalid_partitions):
-        assert error_code(gateway_error(code)) is code  # the translator's way back
-    assert isinstance(gateway_error(ErrorCode.invalid_partitions, "why"), InvalidPartitions)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import struct
 import uuid
-from collections import Counter
+from collections import Counter, defaultdict
 
 import pytest
 from rstream import AMQPMessage, amqp_decoder
@@ -31,8 +31,10 @@ from gateway.model import (
     UnknownTopic,
     decode_wire,
 )
+from gateway.model import errors as model_errors
 from gateway.translate.rabbitmq_stream import chunks as trm
 from gateway.translate.rabbitmq_stream import requests as tr
+from gateway.translate.rabbitmq_stream.errors import error_of
 from protocols.rabbitmq_stream import OffsetSpec as WireOffsetSpec
 from protocols.rabbitmq_stream import (
     OffsetType,
@@ -106,6 +108,41 @@ def test_partition_streams() -> None:
 )
 def test_response_code(exc: GatewayError, code: int) -> None:
     assert tr.response_code(exc) == code
+
+
+# Both directions of the response-code table, over every canonical failure, so that they cannot
+# drift.
+FAILURES = [
+    cls
+    for cls in vars(model_errors).values()
+    if isinstance(cls, type) and issubclass(cls, GatewayError)
+]
+# Codes that kinds of failure with different error types share: the code a broker answers cannot
+# say which it was.
+SHARED = {
+    ResponseCode.PRECONDITION_FAILED,  # InvalidRequest, GroupExists, SequenceError, Unsupported...
+    ResponseCode.STREAM_NOT_AVAILABLE,  # BackendUnavailable, Timeout
+    ResponseCode.NO_OFFSET,  # UnknownGroup, OffsetOutOfRange
+}
+
+
+@pytest.mark.parametrize("cls", FAILURES, ids=lambda cls: cls.__name__)
+def test_every_failure_has_a_code_that_maps_back(cls: type[GatewayError]) -> None:
+    code = tr.response_code(cls("x"))
+    assert code in set(ResponseCode) and code != ResponseCode.OK
+    if code not in SHARED:
+        assert error_of(code, "x").error_type == cls.error_type
+
+
+def test_a_brokers_code_means_a_failure_answered_with_it() -> None:
+    failures: dict[int, set[type[GatewayError]]] = defaultdict(set)
+    for cls in FAILURES:
+        failures[tr.response_code(cls("x"))].add(cls)
+    mixed = {c for c, classes in failures.items() if len({k.error_type for k in classes}) > 1}
+    assert mixed == SHARED
+    for code, classes in failures.items():
+        if code != ResponseCode.NO_OFFSET:  # neither: the backend never raises it (errors.py)
+            assert type(error_of(code, "x")) in classes, ResponseCode(code).name
 
 
 # --- offsets ----------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.index import KioIndexError, load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
 
 from protocols._wire import (
     CONNECTION_CLOSED,
@@ -389,6 +390,8 @@ DOCUMENTED_API_VERSIONS = (
     "020000240000000100002500000001000000000000"
 )
 DOCUMENTED_FALLBACK = "0000001000000001002300000001001200000002"
+# An ApiVersions v3 request whose content does not matter (kio requires the two fields).
+NO_SOFTWARE = {"client_software_name": "", "client_software_version": ""}
 DOCUMENTED_METADATA = (
     "000000370000000200000000000000010000000100093132372e302e302e3100004a97ffff000c66616b652d636c75"
     "737465720000000100000000"
@@ -426,7 +429,8 @@ def test_documented_api_versions_answer(version: int) -> None:
     body = build(
         load_response_schema(ApiKey.API_VERSIONS, version),
         {
-            "error_code": 0,
+            "error_code": ErrorCode.none,
+            "throttle_time": 0,
             "api_keys": [
                 {"api_key": k, "min_version": lo, "max_version": hi}
                 for k, (lo, hi) in sorted(advertised(sasl=True).items())
@@ -440,7 +444,7 @@ def test_documented_fallback_answer() -> None:
     served_only_api_versions: dict[int, tuple[int, int]] = {ApiKey.API_VERSIONS: (0, 2)}
     assert encode_api_versions_fallback(1, served_only_api_versions).hex() == DOCUMENTED_FALLBACK
     client = KafkaClientCodec("rdkafka")
-    client.send(build(load_request_schema(18, 3), {}))
+    client.send(build(load_request_schema(18, 3), NO_SOFTWARE))
     client.receive_data(bytes.fromhex(DOCUMENTED_FALLBACK))
     resp = client.next_response()
     assert isinstance(resp, KafkaResponse) and resp.api_version == 0
@@ -657,7 +661,7 @@ def test_unknown_tagged_field_in_a_response_is_a_protocol_error() -> None:
     # The client role (the Kafka backend) still relies on kio, which refuses tags it does not
     # know: a clean protocol error, not a crash. Skipping them is the Kafka backend's work.
     client = numbered("rdkafka", 1)
-    client.send(build(load_request_schema(18, 3), {}))
+    client.send(build(load_request_schema(18, 3), NO_SOFTWARE))
     answer = bytes.fromhex(DOCUMENTED_API_VERSIONS)[4:-1] + b"\x01\x05\x00"
     client.receive_data(sized(answer))
     with pytest.raises(RemoteProtocolError, match="KeyError"):

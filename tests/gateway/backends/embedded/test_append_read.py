@@ -34,7 +34,9 @@ class Clock:
 
 def _wire(messages: list[Message], **kw: int) -> MessageBatch:
     data = batch_codec.encode(messages)
-    return MessageBatch(wire=WireBatch(format="sg1", data=data, count=len(messages), **kw))
+    return MessageBatch(
+        wire=WireBatch(format=batch_codec.FORMAT, data=data, count=len(messages), **kw)
+    )
 
 
 async def test_reads_return_stored_batches_undecoded(tmp_path: Path) -> None:
@@ -86,7 +88,7 @@ async def test_limits(tmp_path: Path) -> None:
             with pytest.raises(MessageTooLarge):
                 await b.append(Append(topic=TOPIC, partition=0, batch=_wire(batch(1, size=200))))
             await append(b, batch(50, size=90))  # a big batch of small messages is fine
-            bad = WireBatch(format="sg1", data=batch_codec.encode(batch(2)), count=3)
+            bad = WireBatch(format=batch_codec.FORMAT, data=batch_codec.encode(batch(2)), count=3)
             with pytest.raises(CorruptMessage):
                 await b.append(Append(topic=TOPIC, partition=0, batch=MessageBatch(wire=bad)))
 

@@ -22,9 +22,13 @@ from gateway.model import (
     UnknownTopic,
     Unsupported,
 )
-from gateway.translate.iggy.errors import error_of
-from gateway.translate.iggy.messages import consumer_group_name, consumer_of, next_offset
-from gateway.translate.iggy.requests import status_of
+from gateway.translate.iggy.errors import error_of, status_of
+from gateway.translate.iggy.messages import (
+    WIRE_FORMAT,
+    consumer_group_name,
+    consumer_of,
+    next_offset,
+)
 from gateway.translate.iggy.topic_settings import (
     options_of,
     topic_config,
@@ -59,7 +63,7 @@ def test_the_url_selects_the_iggy_backend() -> None:
     assert (caps.native_groups, caps.native_offsets, caps.idempotent_producers) == (
         False, True, False,
     )  # fmt: skip
-    assert caps.timestamp_index and caps.wire_formats == {"iggy"}
+    assert caps.timestamp_index and caps.wire_formats == {WIRE_FORMAT}
     with pytest.raises(BackendUrlError):
         create_backend("iggy://")
 

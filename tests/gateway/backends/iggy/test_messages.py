@@ -27,6 +27,7 @@ from gateway.model import (
     Topic,
     WireBatch,
 )
+from gateway.translate.iggy.messages import WIRE_FORMAT
 from protocols import iggy as wire
 from protocols.iggy import frames_messages as fm
 from protocols.iggy.batch import encode_batch
@@ -103,7 +104,7 @@ async def _upstream_batches(upstream: Running, p: int) -> list[MessageBatch]:
 async def test_an_iggy_wire_batch_reaches_the_server_unchanged(tmp_path: Path) -> None:
     data, messages = _iggy_batch(5)
     stored = WireBatch(
-        format="iggy", data=data, count=5, first_timestamp_us=T0, max_timestamp_us=T0 + 4
+        format=WIRE_FORMAT, data=data, count=5, first_timestamp_us=T0, max_timestamp_us=T0 + 4
     )
     batch = MessageBatch(wire=stored)
     with trio.fail_after(20):
@@ -120,7 +121,7 @@ async def test_an_iggy_wire_batch_reaches_the_server_unchanged(tmp_path: Path) -
             assert not batch.decoded  # forwarded without looking inside
             [_, forwarded] = await _upstream_batches(upstream, 1)
             got = await read_all(backend, p=1)
-    assert forwarded.wire is not None and forwarded.wire.format == "iggy"
+    assert forwarded.wire is not None and forwarded.wire.format == WIRE_FORMAT
     assert forwarded.wire.data == data  # the very bytes the producer made
     assert [m.offset for m in got] == [0, 1, 2, 3, 4, 5]
     assert [m.value for m in got[1:]] == [m.payload for m in messages]

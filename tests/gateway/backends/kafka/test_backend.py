@@ -39,7 +39,7 @@ from gateway.model import (
     UpdateTopic,
     WireBatch,
 )
-from gateway.translate.kafka.messages import CARRIED_ID, CARRIED_KINDS, CARRIED_MICROS
+from gateway.translate.kafka.messages import CARRIED_ID, CARRIED_KINDS, CARRIED_MICROS, WIRE_FORMAT
 from protocols.kafka import (
     Compression,
     Record,
@@ -83,7 +83,7 @@ async def test_a_kafka_batch_reaches_the_broker_unchanged(
     kafka: KafkaBackend, tansu: Tansu
 ) -> None:
     sent = kafka_batch(5)
-    wire = WireBatch(format="kafka", data=sent, count=5)
+    wire = WireBatch(format=WIRE_FORMAT, data=sent, count=5)
     with trio.fail_after(LIMIT_S):
         topic = await new_topic(kafka)
         await kafka.append(Append(topic=topic, partition=0, batch=MessageBatch(msgs(2))))
@@ -109,7 +109,7 @@ async def test_idempotent_fields_are_cleared_records_untouched(
     """The gateway, not the broker, issued the producer id: Tansu would answer
     UNKNOWN_PRODUCER_ID (59), so the batch goes without it, records as they were."""
     sent = kafka_batch(3, producer=(77, 0, 0))
-    wire = WireBatch(format="kafka", data=sent, count=3)
+    wire = WireBatch(format=WIRE_FORMAT, data=sent, count=3)
     with trio.fail_after(LIMIT_S):
         topic = await new_topic(kafka)
         append = Append(

@@ -82,8 +82,12 @@ class Wire:
         return resp.body
 
     async def closed(self) -> bytes:
-        """Read until the gateway closes the connection (EOF or reset); returns what came."""
-        return await until_closed(self.stream, bytes(self._received))
+        """Read until the gateway closes the connection (EOF or reset); returns what came, and
+        closes our end too."""
+        try:
+            return await until_closed(self.stream, bytes(self._received))
+        finally:
+            await self.stream.aclose()
 
 
 # --- requests -----------------------------------------------------------------------------------
@@ -221,7 +225,13 @@ async def test_unsupported_fetch_version_closes_the_connection(gateway: Running)
     with trio.fail_after(10):
         for frame in (
             raw_frame(1, 3, body=b"\0" * 32),  # below the advertised 4-11
-            KafkaClientCodec("t").send(request(1, 12, {"max_wait": 0, "topics": []}))[1],
+            KafkaClientCodec("t").send(
+                request(
+                    1,
+                    12,
+                    {"max_wait": 0, "min_bytes": 0, "topics": [], "forgotten_topics_data": []},
+                )
+            )[1],
         ):
             wire = await Wire.open(gateway)
             await wire.stream.send_all(frame)

@@ -219,7 +219,15 @@ async def test_idempotent_retry_is_not_stored_twice(gateway: Running) -> None:
         async with stream:
             raw = _RawClient(stream)
             create = {
-                "topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1}],
+                "topics": [
+                    {
+                        "name": topic,
+                        "num_partitions": 1,
+                        "replication_factor": 1,
+                        "assignments": [],
+                        "configs": [],
+                    }
+                ],
                 "timeout": 10000,
             }
             created = await raw.call(19, 4, create)

@@ -141,3 +141,43 @@ async def test_wrong_password_gets_error_58_then_the_connection_closes(
             auth = await _exchange(stream, codec, build(load_request_schema(36, 1), token))
             assert auth.error_code.value == 58  # type: ignore[attr-defined]
             assert await stream.receive_some(1024) == b""
+
+
+async def _handshake(stream: trio.SocketStream, codec: KafkaClientCodec) -> None:
+    hs = await _exchange(stream, codec, build(load_request_schema(17, 1), {"mechanism": "PLAIN"}))
+    assert hs.error_code.value == 0  # type: ignore[attr-defined]
+
+
+async def test_a_malformed_token_gets_error_58_and_the_connection_stays(
+    sasl_gateway: Running,
+) -> None:
+    host, port = sasl_gateway.address("kafka")
+    codec = KafkaClientCodec("raw")
+    with trio.fail_after(10):
+        stream = await trio.open_tcp_stream(host, port)
+        async with stream:
+            await _handshake(stream, codec)
+            for token in (b"alice\0s3cret", b"\0alice\0s3cret\0", b""):
+                body = build(load_request_schema(36, 1), {"auth_bytes": token})
+                auth = await _exchange(stream, codec, body)
+                assert auth.error_code.value == 58  # type: ignore[attr-defined]
+                assert auth.error_message == "malformed SASL/PLAIN token"  # type: ignore[attr-defined]
+            body = build(load_request_schema(36, 1), {"auth_bytes": b"\0alice\0s3cret"})
+            auth = await _exchange(stream, codec, body)
+            assert auth.error_code.value == 0  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("token", [b"\0al\xffice\0s3cret", b"\0alice\0s3cr\xffet"])
+async def test_a_token_not_in_utf8_is_a_failed_login(sasl_gateway: Running, token: bytes) -> None:
+    host, port = sasl_gateway.address("kafka")
+    codec = KafkaClientCodec("raw")
+    with trio.fail_after(10):
+        stream = await trio.open_tcp_stream(host, port)
+        async with stream:
+            await _handshake(stream, codec)
+            auth = await _exchange(stream, codec, build(load_request_schema(36, 1),
+                                                        {"auth_bytes": token}))  # fmt: skip
+            assert auth.error_code.value == 58  # type: ignore[attr-defined]
+            message = "Authentication failed: invalid credentials"
+            assert auth.error_message == message  # type: ignore[attr-defined]
+            assert await stream.receive_some(1024) == b""

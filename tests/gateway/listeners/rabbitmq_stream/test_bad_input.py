@@ -165,6 +165,54 @@ async def test_refused_authentication_answers_its_code_then_closes(
         assert errors(gateway, "internal") == 0
 
 
+@pytest.mark.parametrize(
+    ("token", "code"),
+    [
+        (b"guest\0guest", ResponseCode.SASL_ERROR),  # one NUL
+        (b"\0guest\0guest\0", ResponseCode.SASL_ERROR),  # three
+        (b"", ResponseCode.SASL_ERROR),
+        (b"\0gu\xffest\0guest", ResponseCode.AUTHENTICATION_FAILURE),  # not UTF-8: no such user
+        (b"\0guest\0gu\xffest", ResponseCode.AUTHENTICATION_FAILURE),
+    ],
+    ids=["one NUL", "three NULs", "empty", "name not UTF-8", "password not UTF-8"],
+)
+async def test_a_malformed_plain_token_answers_its_code_then_closes(
+    gateway: Running, token: bytes, code: int
+) -> None:
+    with trio.fail_after(10):
+        wire = await RabbitWire.open(gateway)
+        await wire.hello()
+        request = rs.SaslAuthenticate(correlation_id=wire.corr(), mechanism="PLAIN", data=token)
+        reply = await wire.call(request)
+        assert isinstance(reply, rs.SaslAuthenticateResponse)
+        assert reply.code == code
+        assert await wire.closed() == []
+        assert errors(gateway, "internal") == 0
+
+
+def _logins(running: Running, outcome: str, error_type: str = "") -> float:
+    assert running.metrics is not None
+    value = running.metrics.registry.get_sample_value(
+        "streamgate_command_duration_seconds_count",
+        {"protocol": PROTOCOL, "command": "authenticate", "wire_command": "sasl_authenticate",
+         "backend": "embedded", "outcome": outcome, "error_type": error_type},
+    )  # fmt: skip
+    return value or 0.0
+
+
+async def test_logins_are_timed_and_counted_as_authenticate_commands(gateway: Running) -> None:
+    with trio.fail_after(10):
+        wire = await RabbitWire.open(gateway)
+        await wire.hello()
+        refused = await wire.authenticate("guest", "wrong")
+        assert refused.code == ResponseCode.AUTHENTICATION_FAILURE
+        assert await wire.closed() == []
+        wire = await RabbitWire.connected(gateway)
+        await wire.aclose()
+    assert _logins(gateway, "error", "unauthorized") == 1
+    assert _logins(gateway, "ok") == 1
+
+
 async def test_open_of_an_unknown_virtual_host_is_0x0c_then_closed(gateway: Running) -> None:
     with trio.fail_after(10):
         wire = await RabbitWire.open(gateway)

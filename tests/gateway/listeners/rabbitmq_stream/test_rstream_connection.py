@@ -4,6 +4,7 @@ opens its publishing and consuming connections there)."""
 
 from __future__ import annotations
 
+import gc
 import socket
 from pathlib import Path
 
@@ -18,7 +19,15 @@ from gateway.model import CreateStream
 from .conftest import USER, rstream_kwargs, run_client
 from .rstream_support import Inbox, first, gateway_on, low_level
 
+# rstream 1.1.1 leaves the socket and asyncio StreamWriter of a refused connection open (its
+# start() raises before it keeps the connection anywhere it could close): unraisable
+# ResourceWarnings of the library's, collected at garbage collection.
+_RSTREAM_LEAKS_REFUSED = pytest.mark.filterwarnings(
+    "ignore::pytest.PytestUnraisableExceptionWarning"
+)
 
+
+@_RSTREAM_LEAKS_REFUSED
 async def test_wrong_credentials_are_refused(gateway: Running) -> None:
     async def scenario(host: str, port: int) -> None:
         with pytest.raises(AuthenticationFailure):
@@ -30,14 +39,17 @@ async def test_wrong_credentials_are_refused(gateway: Running) -> None:
             await producer.create_stream("s")
 
     await run_client(gateway, scenario)
+    gc.collect()  # the leaked objects go now, inside this test's filter
 
 
+@_RSTREAM_LEAKS_REFUSED
 async def test_unknown_virtual_host_is_refused(gateway: Running) -> None:
     async def scenario(host: str, port: int) -> None:
         with pytest.raises(VirtualHostAccessFailure):
             await Producer(**rstream_kwargs(port), vhost="nope").start()
 
     await run_client(gateway, scenario)
+    gc.collect()  # the leaked objects go now, inside this test's filter
 
 
 async def test_virtual_hosts_are_separate(gateway: Running) -> None:

@@ -1,0 +1,98 @@
+"""What a Kafka client says first: ApiVersions, and on a SASL listener SaslHandshake and
+SaslAuthenticate (PLAIN against the gateway's users, through the router like every login)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from gateway.coordination.users import MECHANISMS
+from gateway.listeners.kafka.session import Session
+from gateway.model import Authenticate, GatewayError
+from protocols._wire import MalformedPlain, PlainNotUtf8, RemoteProtocolError, parse_plain
+from protocols.kafka.framing import KafkaRequest
+
+
+async def api_versions(session: Session, req: KafkaRequest) -> Any:
+    versions = session.service.versions
+    return session.respond(
+        req,
+        {
+            "throttle_time": 0,
+            "error_code": ErrorCode.none,
+            "api_keys": [
+                {"api_key": k, "min_version": lo, "max_version": hi}
+                for k, (lo, hi) in sorted(versions.items())
+            ],
+        },
+    )
+
+
+async def sasl_handshake(session: Session, req: KafkaRequest) -> Any:
+    if req.api_version == 0:
+        # v0 is followed by raw, unframed SASL tokens; every client of kafka.md §1.1 uses v1.
+        raise RemoteProtocolError("SaslHandshake v0 (unframed SASL tokens) is not supported")
+    ok = req.body.mechanism in MECHANISMS
+    return session.respond(
+        req,
+        {
+            "error_code": ErrorCode.none if ok else ErrorCode.unsupported_sasl_mechanism,
+            "mechanisms": list(MECHANISMS),
+        },
+    )
+
+
+async def sasl_authenticate(session: Session, req: KafkaRequest) -> Any:
+    assert session.ctx is not None
+    try:
+        creds = parse_plain(bytes(req.body.auth_bytes))
+    except PlainNotUtf8:
+        # Names and passwords are UTF-8: such a token matches no user (a failed login, not a
+        # malformed token).
+        return _refused(session, req, "?", "not UTF-8")
+    except MalformedPlain:
+        return session.respond(
+            req,
+            {
+                "error_code": ErrorCode.sasl_authentication_failed,
+                "error_message": "malformed SASL/PLAIN token",
+                "auth_bytes": b"",
+            },
+        )
+    try:
+        result = await session.router.execute(
+            Authenticate(mechanism="PLAIN", username=creds.authcid, secret=creds.passwd.encode()),
+            session.ctx,
+        )
+    except GatewayError as exc:
+        return _refused(session, req, creds.authcid, exc.message)
+    session.authenticated = True
+    session.user = result.username
+    session.conn.bind(user=result.username)
+    return session.respond(
+        req,
+        {
+            "error_code": ErrorCode.none,
+            "error_message": None,
+            "auth_bytes": b"",
+            "session_lifetime": 0,
+        },
+    )
+
+
+def _refused(session: Session, req: KafkaRequest, username: str, error: str) -> Any:
+    session.conn.log.info("authentication failed", user=username, error=error)
+    # Kafka answers SASL_AUTHENTICATION_FAILED and then closes; the client reports it.
+    session.close_after_response = True
+    return session.respond(
+        req,
+        {
+            "error_code": ErrorCode.sasl_authentication_failed,
+            "error_message": "Authentication failed: invalid credentials",
+            "auth_bytes": b"",
+        },
+    )
+
+
+__all__ = ["api_versions", "sasl_authenticate", "sasl_handshake"]

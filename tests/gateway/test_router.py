@@ -1,0 +1,176 @@
+"""The router's dispatch: every canonical command class is bound to what executes it, or answered
+``Unsupported``; results and failures are measured (over a real embedded store in a tmp dir)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from prometheus_client import CollectorRegistry
+
+import gateway.model as model
+from gateway.backends import Backend
+from gateway.backends.embedded import EmbeddedBackend, open_embedded
+from gateway.coordination import GroupCoordinator, UserStore
+from gateway.metrics import Metrics
+from gateway.model import (
+    COMMAND_NAMES,
+    Append,
+    AppendResult,
+    Authenticate,
+    Command,
+    CommitOffset,
+    CreateTopic,
+    DescribeGroup,
+    FetchOffset,
+    Heartbeat,
+    IllegalGeneration,
+    JoinGroup,
+    LeaveGroup,
+    ListGroups,
+    Message,
+    MessageBatch,
+    Read,
+    ReadResult,
+    SyncGroup,
+    Topic,
+    TopicConfig,
+    Unsupported,
+)
+from gateway.router import RequestContext, Router
+
+TOPIC = Topic("s", "t")
+COMMAND_CLASSES: list[type[Command[Any]]] = [
+    obj
+    for name in model.__all__
+    if isinstance(obj := getattr(model, name), type)
+    and issubclass(obj, Command)
+    and obj is not Command
+]
+# What goes to the coordinator and the user store rather than the backend, one instance each.
+NOT_BACKEND: list[Command[Any]] = [
+    JoinGroup(group="g", stream="s"),
+    SyncGroup(group="g", stream="s", generation=1, member_id="m"),
+    Heartbeat(group="g", stream="s", generation=1, member_id="m"),
+    LeaveGroup(group="g", stream="s", member_ids=("m",)),
+    DescribeGroup(group="g", stream="s"),
+    ListGroups(),
+    Authenticate(mechanism="PLAIN", username="u", secret=b"p"),
+]
+GROUP_COMMANDS = [c for c in NOT_BACKEND if not isinstance(c, Authenticate)]
+
+
+def router(
+    backend: Backend, *, groups: bool = True, users: bool = True
+) -> tuple[Router, CollectorRegistry]:
+    registry = CollectorRegistry()
+    r = Router(
+        backend,
+        Metrics(registry, backend=backend.name),
+        coordinator=GroupCoordinator() if groups else None,
+        users=UserStore() if users else None,
+    )
+    return r, registry
+
+
+def commands_seen(registry: CollectorRegistry, command: str, error_type: str = "") -> float:
+    labels = {
+        "protocol": "kafka",
+        "command": command,
+        "wire_command": "w",
+        "backend": "embedded",
+        "outcome": "error" if error_type else "ok",
+        "error_type": error_type,
+    }
+    value = registry.get_sample_value("streamgate_command_duration_seconds_count", labels)
+    return value or 0.0
+
+
+def test_the_command_classes_are_every_command() -> None:
+    assert sorted(c.name for c in COMMAND_CLASSES) == sorted(COMMAND_NAMES)
+    assert {type(c) for c in NOT_BACKEND} == {
+        c for c in COMMAND_CLASSES if not hasattr(Backend, c.name)
+    }
+
+
+def test_every_command_is_bound_with_a_coordinator_and_users(tmp_path: Path) -> None:
+    r, _ = router(EmbeddedBackend(tmp_path))
+    assert [c.name for c in COMMAND_CLASSES if not r.supports(c)] == []
+
+
+async def test_without_coordinator_and_users_only_backend_commands_run(tmp_path: Path) -> None:
+    backend = EmbeddedBackend(tmp_path)
+    r, registry = router(backend, groups=False, users=False)
+    for cls in COMMAND_CLASSES:
+        assert r.supports(cls) == hasattr(Backend, cls.name), cls.name
+    for cmd in NOT_BACKEND:
+        with pytest.raises(Unsupported) as info:
+            await r.execute(cmd, RequestContext("kafka", "w"))
+        assert str(info.value) == f"{cmd.name} is not supported by the embedded backend"
+        assert commands_seen(registry, cmd.name, "unsupported") == 1
+        backend_errors = registry.get_sample_value(
+            "streamgate_backend_request_duration_seconds_count",
+            {"backend": "embedded", "command": cmd.name, "outcome": "error"},
+        )
+        assert backend_errors == 1
+
+
+async def test_group_commands_need_a_coordinator(tmp_path: Path) -> None:
+    # Users alone (a backend with native groups would leave the coordinator out) do not make
+    # the gateway answer group membership.
+    r, _ = router(EmbeddedBackend(tmp_path), groups=False, users=True)
+    assert r.supports(Authenticate)
+    for cmd in GROUP_COMMANDS:
+        assert not r.supports(type(cmd))
+        with pytest.raises(Unsupported, match=rf"^{cmd.name} is not supported"):
+            await r.execute(cmd, RequestContext("kafka", "w"))
+    r, _ = router(EmbeddedBackend(tmp_path), groups=True, users=False)
+    result = await r.execute(ListGroups(), RequestContext("kafka", "w"))
+    assert result.groups == ()
+    with pytest.raises(Unsupported, match=r"^authenticate is not supported"):
+        await r.execute(NOT_BACKEND[-1], RequestContext("kafka", "w"))
+
+
+async def test_append_read_round_trip_through_execute(tmp_path: Path) -> None:
+    with trio.fail_after(10):
+        async with open_embedded(tmp_path, fsync="never") as backend:
+            r, registry = router(backend)
+            ctx = RequestContext("kafka", "w")
+            await r.execute(CreateTopic(topic=TOPIC, partitions=2, config=TopicConfig()), ctx)
+            sent = [Message(value=b"v%d" % i, key=b"k", timestamp_us=1_000 + i) for i in range(3)]
+            appended = await r.execute(
+                Append(topic=TOPIC, partition=1, batch=MessageBatch(sent)), ctx
+            )
+            assert isinstance(appended, AppendResult)
+            assert (appended.base_offset, appended.count) == (0, 3)
+            read = await r.execute(Read(topic=TOPIC, partition=1, offset=1), ctx)
+            assert isinstance(read, ReadResult)
+            got = [m for b in read.batches for m in b.messages if m.offset >= 1]
+            assert [(m.offset, m.value, m.key, m.timestamp_us) for m in got] == [
+                (1, b"v1", b"k", 1_001),
+                (2, b"v2", b"k", 1_002),
+            ]
+            assert commands_seen(registry, "append") == 1
+            assert commands_seen(registry, "read") == 1
+            seen_in = {"protocol": "kafka"}
+            assert registry.get_sample_value("streamgate_messages_in_total", seen_in) == 3
+            seen_out = registry.get_sample_value("streamgate_messages_out_total", seen_in)
+            assert seen_out == read.count
+            assert ctx.command_s > 0
+
+
+async def test_commits_are_checked_against_the_group_then_stored(tmp_path: Path) -> None:
+    with trio.fail_after(10):
+        async with open_embedded(tmp_path, fsync="never") as backend:
+            r, registry = router(backend)
+            ctx = RequestContext("kafka", "w")
+            await r.execute(CreateTopic(topic=TOPIC, partitions=1, config=TopicConfig()), ctx)
+            stale = CommitOffset(group="g", topic=TOPIC, partition=0, offset=5, generation=3)
+            with pytest.raises(IllegalGeneration):
+                await r.execute(stale, ctx)
+            assert commands_seen(registry, "commit_offset", IllegalGeneration.error_type) == 1
+            await r.execute(CommitOffset(group="g", topic=TOPIC, partition=0, offset=5), ctx)
+            fetched = await r.execute(FetchOffset(group="g", topic=TOPIC, partition=0), ctx)
+            assert fetched.offset == 5
