@@ -31,6 +31,7 @@ from gateway.listeners.iggy.session import (
 from gateway.model import GatewayError, UnknownGroup, UnknownStream, UnknownTopic
 from gateway.router import Router
 from gateway.translate.iggy import requests as tr
+from gateway.translate.iggy.errors import eviction_of
 from protocols._wire import NEED_DATA, RemoteProtocolError
 from protocols.iggy import (
     CONNECTION_CLOSED,
@@ -165,12 +166,7 @@ class IggyService:
 
     @staticmethod
     def _evict(codec: IggyServerCodec, req: IggyRequest, status: int) -> bytes:
-        reasons: dict[int, EvictionReason] = {
-            Status.INVALID_CREDENTIALS: EvictionReason.INVALID_CREDENTIALS,
-            Status.INVALID_PERSONAL_ACCESS_TOKEN: EvictionReason.INVALID_TOKEN,
-            Status.USER_INACTIVE: EvictionReason.USER_INACTIVE,
-        }
-        return codec.send_eviction(req, reasons.get(status, EvictionReason.INVALID_CREDENTIALS))
+        return codec.send_eviction(req, eviction_of(status))
 
 
 def _refusal(codec: IggyServerCodec, req: IggyRequest, status: int) -> bytes:

@@ -35,7 +35,7 @@ from gateway.model import (
     UserExists,
     UserInactive,
 )
-from protocols.iggy.status import Status
+from protocols.iggy.status import EvictionReason, Status
 
 
 class IggyStatus(GatewayError):
@@ -140,4 +140,17 @@ def error_of(status: int, what: str = "") -> GatewayError:
     return cls(message)
 
 
-__all__ = ["IggyStatus", "error_of", "status_of"]
+# A refused login on the current framing is answered with an eviction (iggy.md §3.4): its reason
+# for the status the listener would have answered.
+_EVICTIONS: Final[Mapping[int, EvictionReason]] = {
+    Status.INVALID_CREDENTIALS: EvictionReason.INVALID_CREDENTIALS,
+    Status.INVALID_PERSONAL_ACCESS_TOKEN: EvictionReason.INVALID_TOKEN,
+    Status.USER_INACTIVE: EvictionReason.USER_INACTIVE,
+}
+
+
+def eviction_of(status: int) -> EvictionReason:
+    return _EVICTIONS.get(status, EvictionReason.INVALID_CREDENTIALS)
+
+
+__all__ = ["IggyStatus", "error_of", "eviction_of", "status_of"]

@@ -176,3 +176,14 @@ def test_topic_frame_reports_resolved_settings() -> None:
     assert frame.compression_algorithm == 2
     assert [(h.key.value, h.value.value) for h in frame.options] == [(b"max_topic_size",
             (100).to_bytes(8, "little"))]  # fmt: skip
+
+
+def test_refused_logins_are_evicted_with_their_reason() -> None:
+    from gateway.translate.iggy.errors import eviction_of
+    from protocols.iggy.status import EvictionReason
+
+    assert eviction_of(Status.INVALID_CREDENTIALS) is EvictionReason.INVALID_CREDENTIALS
+    assert eviction_of(Status.INVALID_PERSONAL_ACCESS_TOKEN) is EvictionReason.INVALID_TOKEN
+    assert eviction_of(Status.USER_INACTIVE) is EvictionReason.USER_INACTIVE
+    # any other refusal of a login is reported as bad credentials (the listener's default)
+    assert eviction_of(Status.ERROR) is EvictionReason.INVALID_CREDENTIALS
