@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 from gateway.admin_http import Health, serve_admin
 from gateway.backends import Backend
 from gateway.backends.base import BackendSettings
-from gateway.backends.embedded import embedded_path
+from gateway.backends.embedded import EmbeddedBackend, Listener, embedded_path
 from gateway.backends.url import create_backend
 from gateway.config import Config
 from gateway.coordination import AssignedGroups, GroupCoordinator, UserStore
@@ -103,21 +103,54 @@ async def serve_gateway(
         min_session_timeout_ms=g.min_session_timeout_ms,
         max_session_timeout_ms=g.max_session_timeout_ms,
     )
-    users = UserStore(
-        config.auth.user_map(),
-        root_username=config.auth.root_username,
-        root_password=config.auth.root_password,
-        path=users_path(config),
-    )
-    router = Router(
-        backend,
-        metrics,
-        coordinator=None if backend.capabilities.native_groups else coordinator,
-        users=users,
-    )
     health = Health(ping=backend.ping)
     drain = Drain()
     running = Running(metrics=metrics, backend=backend, drain=drain, health=health)
+    async with trio.open_nursery() as outer:
+        # The backend first: the embedded store locks its directory before anything reads or
+        # writes there (users.json included), so a gateway that finds it in use writes nothing.
+        await outer.start(backend.run)
+        await outer.start(coordinator.run)
+        users = UserStore(
+            config.auth.user_map(),
+            root_username=config.auth.root_username,
+            root_password=config.auth.root_password,
+            path=users_path(config),
+        )
+        router = Router(
+            backend,
+            metrics,
+            coordinator=None if backend.capabilities.native_groups else coordinator,
+            users=users,
+        )
+        services = _services(config, router, users, limits)
+        async with trio.open_nursery() as nursery:
+            for protocol, handler, port, host in services:
+                info = await nursery.start(
+                    _serve, protocol, handler, host, port, metrics, limits, drain
+                )
+                running.listeners.append(info)
+            await _record_listeners(backend, config, running.listeners)
+            if config.admin.enabled:
+                host = config.admin.host or config.host
+                running.admin = await outer.start(_admin, host, config.admin.port, metrics, health)
+            health.listeners_bound = True
+            log.info(
+                "streamgate ready",
+                backend=backend.name,
+                listeners={i.protocol: f"{i.addresses[0][0]}:{i.addresses[0][1]}"
+                           for i in running.listeners},
+                admin=None if running.admin is None else f"{running.admin[0]}:{running.admin[1]}",
+            )  # fmt: skip
+            task_status.started(running)
+        # Every listener has drained (or was cancelled): stop the admin server and the backend.
+        outer.cancel_scope.cancel()
+
+
+def _services(
+    config: Config, router: Router, users: UserStore, limits: Limits
+) -> list[tuple[str, Handler, int, str]]:
+    """(protocol, handler, port, host) of every enabled listener."""
     services: list[tuple[str, Handler, int, str]] = []
     rog = config.listeners.rog
     if rog.enabled:
@@ -164,30 +197,24 @@ async def serve_gateway(
         rabbit_service.ensure_default_user()
         services.append(("rabbitmq_stream", rabbit_service.handler(), rabbit.port,
                          config.listener_host(rabbit)))  # fmt: skip
+    return services
 
-    async with trio.open_nursery() as outer:
-        await outer.start(backend.run)
-        await outer.start(coordinator.run)
-        async with trio.open_nursery() as nursery:
-            for protocol, handler, port, host in services:
-                info = await nursery.start(
-                    _serve, protocol, handler, host, port, metrics, limits, drain
-                )
-                running.listeners.append(info)
-            if config.admin.enabled:
-                host = config.admin.host or config.host
-                running.admin = await outer.start(_admin, host, config.admin.port, metrics, health)
-            health.listeners_bound = True
-            log.info(
-                "streamgate ready",
-                backend=backend.name,
-                listeners={i.protocol: f"{i.addresses[0][0]}:{i.addresses[0][1]}"
-                           for i in running.listeners},
-                admin=None if running.admin is None else f"{running.admin[0]}:{running.admin[1]}",
-            )  # fmt: skip
-            task_status.started(running)
-        # Every listener has drained (or was cancelled): stop the admin server and the backend.
-        outer.cancel_scope.cancel()
+
+async def _record_listeners(
+    backend: Backend, config: Config, listeners: list[ListenerInfo]
+) -> None:
+    """Where a client command that finds the embedded directory in use can reach this gateway."""
+    if not isinstance(backend, EmbeddedBackend):
+        return
+    kafka = config.listeners.kafka
+    await backend.record_listeners(
+        Listener(
+            info.protocol, *info.addresses[0],
+            stream=kafka.stream if info.protocol == "kafka" else None,
+            sasl=kafka.sasl and info.protocol == "kafka",
+        )
+        for info in listeners
+    )  # fmt: skip
 
 
 async def _serve(

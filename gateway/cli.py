@@ -16,6 +16,7 @@ import trio
 from gateway import __version__
 from gateway.client import add_client_commands, run_client
 from gateway.config import ConfigError, load, parse_assignment
+from gateway.model import GatewayError
 
 # Shortcuts for the settings people change most; anything else: --set key=value.
 _RUN_FLAGS: tuple[tuple[str, str, str], ...] = (
@@ -143,10 +144,28 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         trio.run(run_until_signalled, config, announce)
-    except OSError as exc:
-        print(f"streamgate: {exc}", file=sys.stderr)
+    except BaseException as exc:
+        found = _startup_failure(exc)
+        if found is None:
+            raise
+        # One line, no traceback: a port in use, a data directory another process owns...
+        print(f"streamgate: {found}", file=sys.stderr)
         return 1
     return 0
+
+
+def _startup_failure(exc: BaseException) -> str | None:
+    """The message of what stopped ``run`` (an ``OSError``, a ``GatewayError``) when it is
+    reported as one line, looking inside the nurseries' exception groups."""
+    if isinstance(exc, GatewayError):
+        return exc.message
+    if isinstance(exc, OSError):
+        return str(exc)
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            if (found := _startup_failure(inner)) is not None:
+                return found
+    return None
 
 
 def _endpoint(stack: contextlib.ExitStack, args: argparse.Namespace, given: str | None,

@@ -25,9 +25,9 @@ _URL_HELP: Final = (
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--url", default=os.environ.get("STREAMGATE_URL", DEFAULT_URL), help=_URL_HELP
-    )
+    # None: neither --url nor STREAMGATE_URL, so the command may go through the listener of a
+    # gateway that owns ./data (see session.py); an endpoint the user named is never swapped.
+    parser.add_argument("--url", default=None, help=_URL_HELP)
     parser.add_argument(
         "--stream",
         default="default",
@@ -242,6 +242,9 @@ def run_client(args: argparse.Namespace) -> int:
             print("streamgate produce: --size needs --count", file=sys.stderr)
             return 2
         args.size = 100 if args.size is None else args.size
+    args.url_given = args.url is not None or "STREAMGATE_URL" in os.environ
+    if args.url is None:
+        args.url = os.environ.get("STREAMGATE_URL", DEFAULT_URL)
     module, name = _HANDLERS[args.client]
     handler = getattr(importlib.import_module(f"{__package__}.{module}"), name)
     configure_logging(args.log_level, "auto")

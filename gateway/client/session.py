@@ -7,15 +7,16 @@ import argparse
 import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Final
 from urllib.parse import urlsplit, urlunsplit
 
 import trio
 
 from gateway.backends.base import Backend
+from gateway.backends.embedded import StoreInUse
 from gateway.backends.url import BackendUrlError, create_backend
-from gateway.model import BackendUnavailable, GatewayError
+from gateway.model import DEFAULT_STREAM, BackendUnavailable, GatewayError
 
 _PING_EVERY_S: Final = 0.1
 
@@ -86,6 +87,23 @@ async def _until_answering(backend: Backend, reasons: list[str]) -> None:
         await trio.sleep(_PING_EVERY_S)
 
 
+def _through_listener(exc: StoreInUse, args: argparse.Namespace) -> str:
+    """The default ``embedded:./data`` is a running gateway's: the URL of its Kafka listener
+    when that serves the command's stream without SASL, with ``args`` moved onto it. Otherwise,
+    or when the user named the endpoint, ``exc`` again, its hint for the command's stream."""
+    owner = exc.owner
+    named = getattr(args, "url_given", True)  # an endpoint the user named is never swapped
+    url = None if owner is None or named else owner.kafka_url(args.stream)
+    if owner is None or url is None:
+        raise StoreInUse(exc.root, owner, stream=args.stream) from None
+    # stdout stays the command's own (consume writes messages there): the note goes to stderr.
+    print(f"streamgate: {exc.directory} is served by streamgate (pid {owner.pid}); "
+          f"going through its listener {url}", file=sys.stderr, flush=True)  # fmt: skip
+    args.url = url
+    args.stream = DEFAULT_STREAM  # the Kafka backend's one namespace: the listener's stream
+    return url
+
+
 def _reported(exc: BaseException) -> BaseException | None:
     """What inside ``exc`` (possibly nested in groups) ends a command without a traceback: a
     ``GatewayError``, a ``ClientError``, an ``OSError`` (a store directory that cannot be made,
@@ -112,7 +130,12 @@ def run_command(handler: Handler, args: argparse.Namespace) -> int:
     """Run ``handler`` on the backend of ``args.url``; the process exit code."""
 
     async def main() -> int:
-        async with connected(args.url, args.timeout) as backend:
+        async with AsyncExitStack() as stack:
+            try:
+                backend = await stack.enter_async_context(connected(args.url, args.timeout))
+            except StoreInUse as exc:
+                url = _through_listener(exc, args)
+                backend = await stack.enter_async_context(connected(url, args.timeout))
             return await handler(backend, args)
 
     try:

@@ -6,6 +6,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -37,12 +38,14 @@ def cli_env() -> dict[str, str]:
     return env
 
 
-async def cli(*args: str, stdin: bytes = b"", limit_s: float = LIMIT_S) -> Ran:
-    """Run ``streamgate <args>`` to its end; its exit code, stdout and stderr."""
+async def cli(
+    *args: str, stdin: bytes = b"", limit_s: float = LIMIT_S, cwd: Path | None = None
+) -> Ran:
+    """Run ``streamgate <args>`` (in ``cwd``) to its end; its exit code, stdout and stderr."""
     with trio.fail_after(limit_s):
         done = await trio.run_process(
             cli_command(*args), stdin=stdin, capture_stdout=True, capture_stderr=True,
-            check=False, env=cli_env(),
+            check=False, env=cli_env(), cwd=cwd,
         )  # fmt: skip
     return Ran(done.returncode, done.stdout.decode(), done.stderr.decode())
 

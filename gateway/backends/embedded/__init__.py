@@ -2,5 +2,15 @@
 
 from .backend import EmbeddedBackend, embedded_path, open_embedded
 from .fsync import FsyncPolicy
+from .owner import LOCK_FILE, Listener, Owner, StoreInUse
 
-__all__ = ["EmbeddedBackend", "FsyncPolicy", "embedded_path", "open_embedded"]
+__all__ = [
+    "LOCK_FILE",
+    "EmbeddedBackend",
+    "FsyncPolicy",
+    "Listener",
+    "Owner",
+    "StoreInUse",
+    "embedded_path",
+    "open_embedded",
+]

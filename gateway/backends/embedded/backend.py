@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -67,6 +67,7 @@ from . import catalog
 from .admin import Admin
 from .batch_format import STORED_FORMATS
 from .fsync import FsyncPolicy
+from .owner import Listener
 from .partition import LogConfig
 from .store import Store
 
@@ -147,6 +148,10 @@ class EmbeddedBackend:
     async def flush(self) -> None:
         """fsync everything written so far, whatever the policy."""
         await self.store.flush()
+
+    async def record_listeners(self, listeners: Iterable[Listener]) -> None:
+        """Tell whoever finds the directory in use where this process serves it (owner.py)."""
+        await self.store.record_owner(tuple(listeners))
 
     def enforce_retention(self) -> int:
         """One retention pass over every partition, now; returns how many segments went."""

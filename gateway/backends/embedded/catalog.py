@@ -2,6 +2,7 @@
 
 Layout under the root::
 
+    <root>/.streamgate.lock              the owner's lock: pid, listeners (see ``owner``)
     <root>/.trash/                       deleted streams/topics/partitions, removed in a thread
     <root>/consumer-offsets.log          see ``offsets``
     <root>/<stream>/stream.json          {"name", "id", "created_at_us"}

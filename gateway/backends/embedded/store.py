@@ -1,7 +1,8 @@
 """The open store: catalog, offsets and background work (fsync interval, retention, trash).
 
-``run()`` opens (recovers) everything in a worker thread, runs the background tasks until it is
-cancelled, then fsyncs and closes every file whatever the fsync policy.
+``run()`` locks the directory (``owner``), opens (recovers) everything in a worker thread, runs
+the background tasks until it is cancelled, then fsyncs and closes every file whatever the fsync
+policy, and frees the lock last.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import trio
 
 from gateway.model import BackendUnavailable, Topic
 
-from . import catalog, files
+from . import catalog, files, owner
 from .catalog import StreamEntry, TopicEntry
 from .fsync import FsyncPolicy
 from .offsets import OffsetStore
@@ -42,6 +43,7 @@ class Store:
         self.streams: dict[str, StreamEntry] = {}
         self.offsets = OffsetStore(root)
         self.lock = trio.Lock()  # serialises metadata changes (they await file work)
+        self.ownership: owner.Ownership | None = None  # the directory's lock, while open
         self._nursery: trio.Nursery | None = None
 
     def now_us(self) -> int:
@@ -51,6 +53,14 @@ class Store:
 
     def _open(self) -> None:
         os.makedirs(self.root, exist_ok=True)
+        self.ownership = owner.acquire(self.root)  # before anything is read: see owner.py
+        try:
+            self._load()
+        except BaseException:
+            self._close_files()
+            raise
+
+    def _load(self) -> None:
         self.streams = catalog.load(self.root, self.defaults)
         self.offsets.open()
         counts = {
@@ -74,10 +84,28 @@ class Store:
         finally:
             self._nursery = None
             with trio.CancelScope(shield=True):
-                await self.flush()
-                for part in self.partitions():
-                    part.close()
-                self.offsets.close()
+                try:
+                    await self.flush()
+                finally:
+                    self._close_files()
+
+    def _close_files(self) -> None:
+        """Close every file, the lock last: nothing may write once another process can own
+        the directory."""
+        try:
+            for part in self.partitions():
+                part.close()
+            self.offsets.close()
+        finally:
+            if self.ownership is not None:
+                self.ownership.release()
+                self.ownership = None
+
+    async def record_owner(self, listeners: tuple[owner.Listener, ...]) -> None:
+        """Write in the lock file where this process serves the store (see owner.py)."""
+        if self.ownership is not None:
+            record = owner.Owner(pid=os.getpid(), listeners=listeners)
+            await trio.to_thread.run_sync(self.ownership.record, record)
 
     def check_open(self) -> None:
         if self._nursery is None:
