@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 import structlog
 import trio
 
-from gateway.backends import Backend
-from gateway.coordination import GroupCoordinator, UserStore
+from gateway.backends import Backend, NativeGroups, NativeProducerIds
+from gateway.coordination import GroupCoordinator, ProducerIds, UserStore
 from gateway.metrics import Metrics
 from gateway.model import (
     Append,
@@ -36,6 +36,8 @@ from gateway.model import (
     FetchOffset,
     GatewayError,
     Heartbeat,
+    InitProducer,
+    InitProducerResult,
     JoinGroup,
     LeaveGroup,
     ListGroups,
@@ -88,18 +90,22 @@ class Router:
         *,
         coordinator: GroupCoordinator | None = None,
         users: UserStore | None = None,
+        producer_ids: ProducerIds | None = None,
     ) -> None:
         self.backend = backend
         self.metrics = metrics
         self.coordinator = coordinator
+        self._producer_ids = producer_ids if producer_ids is not None else ProducerIds()
         self._handlers: Handlers = self._bind_handlers(backend, coordinator, users)
 
     def _bind_handlers(
         self, backend: Backend, coordinator: GroupCoordinator | None, users: UserStore | None
     ) -> Handlers:
         # Every command the Backend protocol has a method for; group membership goes to the
-        # gateway's coordinator (for backends without native groups) and authentication to the
-        # user store. A command left out here is answered ``Unsupported``.
+        # broker when the backend is where groups are decided (NativeGroups), else to the
+        # gateway's coordinator; producer ids to the broker that deduplicates by them, else the
+        # gateway grants them; authentication to the user store. A command left out here is
+        # answered ``Unsupported``.
         t: dict[type[Command[Any]], Callable[[Any], Awaitable[Any]]] = {}
         _bind(t, CreateStream, backend.create_stream)
         _bind(t, DeleteStream, backend.delete_stream)
@@ -121,13 +127,22 @@ class Router:
         _bind(t, FetchOffset, backend.fetch_offset)
         _bind(t, DeleteOffset, backend.delete_offset)
         _bind(t, Stats, backend.stats)
-        if coordinator is not None:
-            _bind(t, JoinGroup, coordinator.join_group)
-            _bind(t, SyncGroup, coordinator.sync_group)
-            _bind(t, Heartbeat, coordinator.heartbeat)
-            _bind(t, LeaveGroup, coordinator.leave_group)
-            _bind(t, DescribeGroup, coordinator.describe_group)
-            _bind(t, ListGroups, coordinator.list_groups)
+        if isinstance(backend, NativeProducerIds) and backend.capabilities.idempotent_producers:
+            _bind(t, InitProducer, backend.init_producer)
+        else:
+            _bind(t, InitProducer, self._init_producer)
+        native = isinstance(backend, NativeGroups) and backend.capabilities.native_groups
+        groups: NativeGroups | None = coordinator  # the same methods, structurally
+        if isinstance(backend, NativeGroups) and native:
+            groups = backend
+        if groups is not None:
+            _bind(t, JoinGroup, groups.join_group)
+            _bind(t, SyncGroup, groups.sync_group)
+            _bind(t, Heartbeat, groups.heartbeat)
+            _bind(t, LeaveGroup, groups.leave_group)
+            _bind(t, DescribeGroup, groups.describe_group)
+            _bind(t, ListGroups, groups.list_groups)
+        if not native and coordinator is not None:
             # replaces the backend's own: a member's commit is checked against its group first
             _bind(t, CommitOffset, self._commit_offset)
         if users is not None:
@@ -137,6 +152,12 @@ class Router:
     def supports(self, cls: type[Command[Any]]) -> bool:
         """Whether ``execute`` has something to run a command of this class on."""
         return cls in self._handlers
+
+    async def _init_producer(self, cmd: InitProducer) -> InitProducerResult:
+        # A fresh id every time (an epoch bump on a gateway-granted id is a new id: nothing
+        # fences the old one, so nothing may pretend to).
+        await trio.lowlevel.checkpoint()
+        return InitProducerResult(producer_id=self._producer_ids.allocate(), producer_epoch=0)
 
     async def _commit_offset(self, cmd: CommitOffset) -> CommitOffsetResult:
         # A commit from a group member must come from the current generation (Kafka's

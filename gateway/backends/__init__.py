@@ -1,6 +1,20 @@
 """Backend implementations behind the one ``Backend`` protocol, one package each, selected by
 URL (``gateway.backends.url``)."""
 
-from .base import Backend, BackendSettings, BackendUrlError, Capabilities
+from .base import (
+    Backend,
+    BackendSettings,
+    BackendUrlError,
+    Capabilities,
+    NativeGroups,
+    NativeProducerIds,
+)
 
-__all__ = ["Backend", "BackendSettings", "BackendUrlError", "Capabilities"]
+__all__ = [
+    "Backend",
+    "BackendSettings",
+    "BackendUrlError",
+    "Capabilities",
+    "NativeGroups",
+    "NativeProducerIds",
+]

@@ -1,9 +1,11 @@
 """The ``Backend`` protocol: one async method per canonical command the backend executes.
 
 Group membership and authentication are not here: the router sends them to
-``gateway.coordination`` and the user store. Offsets are here because every backend has a
-place to keep them (natively or in a file/internal topic); ``capabilities`` tells the router what
-the backend does natively.
+``gateway.coordination`` and the user store, unless the backend itself is where they are decided
+for every gateway in front of it (``NativeGroups``: a Kafka broker's group coordinator;
+``NativeProducerIds``: a broker that grants producer ids and deduplicates by them). Offsets are
+here because every backend has a place to keep them (natively or in a file/internal topic);
+``capabilities`` tells the router what the backend does natively.
 """
 
 from __future__ import annotations
@@ -34,10 +36,22 @@ from gateway.model import (
     DeleteStreamResult,
     DeleteTopic,
     DeleteTopicResult,
+    DescribeGroup,
+    DescribeGroupResult,
     DescribeTopic,
     DescribeTopicResult,
     FetchOffset,
     FetchOffsetResult,
+    Heartbeat,
+    HeartbeatResult,
+    InitProducer,
+    InitProducerResult,
+    JoinGroup,
+    JoinGroupResult,
+    LeaveGroup,
+    LeaveGroupResult,
+    ListGroups,
+    ListGroupsResult,
     ListOffsets,
     ListOffsetsResult,
     ListStreams,
@@ -52,6 +66,8 @@ from gateway.model import (
     ReadResult,
     Stats,
     StatsResult,
+    SyncGroup,
+    SyncGroupResult,
     UpdateStream,
     UpdateStreamResult,
     UpdateTopic,
@@ -82,6 +98,7 @@ class Capabilities:
     native_offsets: bool = True  # False: gateway.coordination keeps offsets
     timestamp_index: bool = True  # ListOffsets by timestamp without a scan
     idempotent_producers: bool = False  # Append dedups by producer id and sequence
+    duplicate_offsets: bool = True  # a duplicate append answers the original offsets
     streams: bool = True  # namespaces; False: only the default stream
     max_message_bytes: int = 64 << 20
     # Wire formats the backend stores as-is (batches in them are never decoded on append).
@@ -121,6 +138,28 @@ class Backend(Protocol):
     async def fetch_offset(self, cmd: FetchOffset) -> FetchOffsetResult: ...
     async def delete_offset(self, cmd: DeleteOffset) -> DeleteOffsetResult: ...
     async def stats(self, cmd: Stats) -> StatsResult: ...
+
+
+@runtime_checkable
+class NativeGroups(Protocol):
+    """A backend whose broker coordinates consumer groups (``capabilities.native_groups``): the
+    router forwards membership to it, so members through every gateway on that broker form one
+    group, and a member's commits carry its generation for the broker to fence."""
+
+    async def join_group(self, cmd: JoinGroup) -> JoinGroupResult: ...
+    async def sync_group(self, cmd: SyncGroup) -> SyncGroupResult: ...
+    async def heartbeat(self, cmd: Heartbeat) -> HeartbeatResult: ...
+    async def leave_group(self, cmd: LeaveGroup) -> LeaveGroupResult: ...
+    async def describe_group(self, cmd: DescribeGroup) -> DescribeGroupResult: ...
+    async def list_groups(self, cmd: ListGroups) -> ListGroupsResult: ...
+
+
+@runtime_checkable
+class NativeProducerIds(Protocol):
+    """A backend that grants idempotent-producer ids and deduplicates appends by them itself
+    (``capabilities.idempotent_producers``), the same for every gateway in front of it."""
+
+    async def init_producer(self, cmd: InitProducer) -> InitProducerResult: ...
 
 
 B = TypeVar("B", bound=Backend)

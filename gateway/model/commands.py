@@ -142,6 +142,18 @@ class Append(Command[r.AppendResult]):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class InitProducer(Command[r.InitProducerResult]):
+    """An idempotent producer's id and epoch (Kafka's InitProducerId without a transactional
+    id). Executed where the dedup happens: a backend that deduplicates by producer id itself (a
+    Kafka broker) grants them; for the embedded store the gateway does."""
+
+    name: ClassVar[str] = "init_producer"
+    # KIP-360: a producer that already has an id asks for its epoch to be bumped.
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Read(Command[r.ReadResult]):
     """Messages from ``offset`` on; waits up to ``max_wait_ms`` until ``min_bytes`` are there."""
 
@@ -295,6 +307,7 @@ __all__ = [
     "DescribeTopic",
     "FetchOffset",
     "Heartbeat",
+    "InitProducer",
     "JoinGroup",
     "LeaveGroup",
     "ListGroups",

@@ -215,6 +215,12 @@ class ListGroupsResult:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class InitProducerResult:
+    producer_id: int
+    producer_epoch: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AuthenticateResult:
     user_id: int
     username: str
@@ -246,6 +252,7 @@ __all__ = [
     "FetchOffsetResult",
     "GroupInfo",
     "HeartbeatResult",
+    "InitProducerResult",
     "JoinGroupResult",
     "LeaveGroupResult",
     "ListGroupsResult",

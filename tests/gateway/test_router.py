@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from prometheus_client import CollectorRegistry
 import gateway.model as model
 from gateway.backends import Backend
 from gateway.backends.embedded import EmbeddedBackend, open_embedded
+from gateway.backends.kafka import KafkaBackend
 from gateway.coordination import GroupCoordinator, UserStore
 from gateway.metrics import Metrics
 from gateway.model import (
@@ -20,13 +22,16 @@ from gateway.model import (
     Append,
     AppendResult,
     Authenticate,
+    BackendUnavailable,
     Command,
     CommitOffset,
     CreateTopic,
     DescribeGroup,
     FetchOffset,
+    GatewayError,
     Heartbeat,
     IllegalGeneration,
+    InitProducer,
     JoinGroup,
     LeaveGroup,
     ListGroups,
@@ -58,8 +63,9 @@ NOT_BACKEND: list[Command[Any]] = [
     DescribeGroup(group="g", stream="s"),
     ListGroups(),
     Authenticate(mechanism="PLAIN", username="u", secret=b"p"),
+    InitProducer(),
 ]
-GROUP_COMMANDS = [c for c in NOT_BACKEND if not isinstance(c, Authenticate)]
+GROUP_COMMANDS = [c for c in NOT_BACKEND if not isinstance(c, Authenticate | InitProducer)]
 
 
 def router(
@@ -104,8 +110,9 @@ async def test_without_coordinator_and_users_only_backend_commands_run(tmp_path:
     backend = EmbeddedBackend(tmp_path)
     r, registry = router(backend, groups=False, users=False)
     for cls in COMMAND_CLASSES:
-        assert r.supports(cls) == hasattr(Backend, cls.name), cls.name
-    for cmd in NOT_BACKEND:
+        # Producer ids: the gateway grants them when the backend does not.
+        assert r.supports(cls) == (hasattr(Backend, cls.name) or cls is InitProducer), cls.name
+    for cmd in NOT_BACKEND[:-1]:
         with pytest.raises(Unsupported) as info:
             await r.execute(cmd, RequestContext("kafka", "w"))
         assert str(info.value) == f"{cmd.name} is not supported by the embedded backend"
@@ -130,7 +137,33 @@ async def test_group_commands_need_a_coordinator(tmp_path: Path) -> None:
     result = await r.execute(ListGroups(), RequestContext("kafka", "w"))
     assert result.groups == ()
     with pytest.raises(Unsupported, match=r"^authenticate is not supported"):
-        await r.execute(NOT_BACKEND[-1], RequestContext("kafka", "w"))
+        await r.execute(NOT_BACKEND[-2], RequestContext("kafka", "w"))
+
+
+async def test_a_broker_that_runs_groups_and_grants_producer_ids_gets_them(
+    tmp_path: Path,
+) -> None:
+    """The Kafka backend is where groups and producer ids are decided for every gateway in
+    front of its broker: the router sends them there even with a coordinator at hand (neither
+    runs here, so whichever the router picked shows in how the command fails)."""
+    backend = KafkaBackend("kafka://127.0.0.1:1")
+    r, _ = router(backend)
+    ctx = RequestContext("kafka", "w")
+    at_default = [
+        dataclasses.replace(c, stream="default") if hasattr(c, "stream") else c
+        for c in GROUP_COMMANDS
+    ]
+    for cmd in (*at_default, InitProducer()):
+        with pytest.raises(BackendUnavailable, match="not running"):
+            await r.execute(cmd, ctx)
+    # The embedded store: the gateway's coordinator (not running: an internal error) and
+    # producer ids of the gateway's own.
+    r, _ = router(EmbeddedBackend(tmp_path))
+    with pytest.raises(GatewayError, match="internal error in join_group"):
+        await r.execute(JoinGroup(group="g", stream="s"), ctx)
+    first = await r.execute(InitProducer(), ctx)
+    second = await r.execute(InitProducer(), ctx)
+    assert second.producer_id > first.producer_id >= 0 and first.producer_epoch == 0
 
 
 async def test_append_read_round_trip_through_execute(tmp_path: Path) -> None:

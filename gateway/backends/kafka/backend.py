@@ -14,9 +14,10 @@ rejected: dots are common in Kafka topic names, so listing could not tell stream
 ``b`` from topic ``a.b``, and an empty stream (Iggy's CreateStream) has nothing in Kafka to exist
 as. ``list_streams`` answers the one stream (id 0) with every topic.
 
-Groups: ``native_groups`` is False, the gateway's own coordinator runs Join/Sync/Heartbeat on
-top and the broker never sees its members. Offsets are the broker's (``native_offsets``): each
-commit is a standalone one (generation -1, no member) sent to the group's coordinator.
+Groups: ``native_groups`` is True, the broker's group coordinator runs them (``kafka_groups``):
+JoinGroup, SyncGroup, Heartbeat and LeaveGroup are forwarded with member ids and generations
+intact, so consumers through every gateway on one broker are one group, and a member's commits
+carry its generation for the broker to fence. Offsets are the broker's (``native_offsets``).
 
 What Kafka cannot do is ``Unsupported``: renaming topics or streams, removing partitions, and
 whatever the broker does not implement: CreatePartitions and OffsetDelete are checked against
@@ -24,11 +25,11 @@ its ApiVersions (without OffsetDelete an offset is deleted by committing -1, whi
 reports as "none"); DeleteRecords, which Tansu advertises but drops the connection on, goes
 on a connection of its own, and a drop while the broker still answers is Unsupported.
 
-Idempotent producers are not offered (``capabilities.idempotent_producers`` False): the
-gateway hands out producer ids itself, a broker only takes its own (InitProducerId, which
-Tansu answers from v3 on only), and a broker answers a duplicate with
-DUPLICATE_SEQUENCE_NUMBER, not with the original offsets the canonical dedup promises;
-batches are sent with their producer fields cleared (``kafka_data``).
+Idempotent producers: the broker grants producer ids (InitProducerId, which Tansu answers from
+v2 on only) and deduplicates by producer id, epoch and sequence, which batches keep as the
+client wrote them (``kafka_data``), so a retry through any gateway on the broker is stored once.
+A broker answers a duplicate DUPLICATE_SEQUENCE_NUMBER without its offsets; the append is then
+a duplicate with ``base_offset`` -1.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from gateway.backends.kafka.cluster import (
     DELETE_RECORDS,
     DELETE_TOPICS,
     INCREMENTAL_ALTER_CONFIGS,
+    INIT_PRODUCER_ID,
     LIST_GROUPS,
     TOPIC_RESOURCE,
     Api,
@@ -55,6 +57,7 @@ from gateway.backends.kafka.cluster import (
     parse_url,
 )
 from gateway.backends.kafka.data import DataPath
+from gateway.backends.kafka.groups import BrokerGroups
 from gateway.backends.kafka.offsets import GroupOffsets
 from gateway.model import (
     DEFAULT_STREAM,
@@ -77,12 +80,24 @@ from gateway.model import (
     DeleteStreamResult,
     DeleteTopic,
     DeleteTopicResult,
+    DescribeGroup,
+    DescribeGroupResult,
     DescribeTopic,
     DescribeTopicResult,
     FetchOffset,
     FetchOffsetResult,
     GatewayError,
+    Heartbeat,
+    HeartbeatResult,
+    InitProducer,
+    InitProducerResult,
     InvalidPartitions,
+    JoinGroup,
+    JoinGroupResult,
+    LeaveGroup,
+    LeaveGroupResult,
+    ListGroups,
+    ListGroupsResult,
     ListOffsets,
     ListOffsetsResult,
     ListStreams,
@@ -100,6 +115,8 @@ from gateway.model import (
     StatsResult,
     StreamExists,
     StreamInfo,
+    SyncGroup,
+    SyncGroupResult,
     Topic,
     TopicInfo,
     UnknownTopic,
@@ -124,11 +141,13 @@ class KafkaBackend:
         self._cluster = Cluster(servers, options)
         self._data = DataPath(self._cluster)
         self._offsets = GroupOffsets(self._cluster)
+        self._groups = BrokerGroups(self._cluster)
         self.capabilities = Capabilities(
-            native_groups=False,
+            native_groups=True,
             native_offsets=True,
             timestamp_index=not options.tansu,
-            idempotent_producers=False,
+            idempotent_producers=True,
+            duplicate_offsets=False,  # DUPLICATE_SEQUENCE_NUMBER carries no offsets
             streams=False,
             max_message_bytes=max_message_bytes,
             wire_formats=frozenset({WIRE_FORMAT}),
@@ -335,7 +354,10 @@ class KafkaBackend:
 
     async def commit_offset(self, cmd: CommitOffset) -> CommitOffsetResult:
         name = self._kafka_name(cmd.topic)
-        await self._offsets.commit(cmd.group, name, cmd.partition, cmd.offset, cmd.metadata)
+        await self._offsets.commit(
+            cmd.group, name, cmd.partition, cmd.offset, cmd.metadata,
+            generation=cmd.generation, member_id=cmd.member_id,
+        )  # fmt: skip
         return CommitOffsetResult()
 
     async def fetch_offset(self, cmd: FetchOffset) -> FetchOffsetResult:
@@ -346,6 +368,41 @@ class KafkaBackend:
     async def delete_offset(self, cmd: DeleteOffset) -> DeleteOffsetResult:
         await self._offsets.delete(cmd.group, self._kafka_name(cmd.topic), cmd.partition)
         return DeleteOffsetResult()
+
+    # --- consumer groups (kafka_groups): the broker's coordinator -------------------------------
+
+    async def join_group(self, cmd: JoinGroup) -> JoinGroupResult:
+        return await self._groups.join(cmd)
+
+    async def sync_group(self, cmd: SyncGroup) -> SyncGroupResult:
+        return await self._groups.sync(cmd)
+
+    async def heartbeat(self, cmd: Heartbeat) -> HeartbeatResult:
+        return await self._groups.heartbeat(cmd)
+
+    async def leave_group(self, cmd: LeaveGroup) -> LeaveGroupResult:
+        return await self._groups.leave(cmd)
+
+    async def describe_group(self, cmd: DescribeGroup) -> DescribeGroupResult:
+        return await self._groups.describe(cmd)
+
+    async def list_groups(self, cmd: ListGroups) -> ListGroupsResult:
+        return await self._groups.list(cmd)
+
+    # --- idempotent producers: the broker grants ids and deduplicates ---------------------------
+
+    async def init_producer(self, cmd: InitProducer) -> InitProducerResult:
+        # Without a transactional id any broker grants one (a Kafka client asks the least loaded).
+        answer = await self._cluster.request(
+            INIT_PRODUCER_ID,
+            {"transactional_id": None, "transaction_timeout": 60_000,
+             "producer_id": cmd.producer_id, "producer_epoch": cmd.producer_epoch},
+        )  # fmt: skip
+        if answer.error_code is not ErrorCode.none:
+            raise gateway_error(answer.error_code, "InitProducerId")
+        return InitProducerResult(
+            producer_id=answer.producer_id, producer_epoch=answer.producer_epoch
+        )
 
     async def stats(self, cmd: Stats) -> StatsResult:
         topics = (await self.list_topics(ListTopics())).topics

@@ -59,11 +59,18 @@ METADATA: Final = Api(3, 1, 12, "Metadata")
 OFFSET_COMMIT: Final = Api(8, 2, 7, "OffsetCommit")
 OFFSET_FETCH: Final = Api(9, 1, 7, "OffsetFetch")
 FIND_COORDINATOR: Final = Api(10, 0, 3, "FindCoordinator")
+JOIN_GROUP: Final = Api(11, 1, 7, "JoinGroup")
+HEARTBEAT: Final = Api(12, 0, 4, "Heartbeat")
+LEAVE_GROUP: Final = Api(13, 0, 4, "LeaveGroup")
+SYNC_GROUP: Final = Api(14, 0, 5, "SyncGroup")
+DESCRIBE_GROUPS: Final = Api(15, 0, 5, "DescribeGroups")
 LIST_GROUPS: Final = Api(16, 0, 4, "ListGroups")
 API_VERSIONS: Final = Api(18, 0, 0, "ApiVersions")
 CREATE_TOPICS: Final = Api(19, 2, 4, "CreateTopics")
 DELETE_TOPICS: Final = Api(20, 1, 5, "DeleteTopics")
 DELETE_RECORDS: Final = Api(21, 0, 2, "DeleteRecords")
+# v0/v1 answer error -1 on Tansu (kafka.md §5); v2 is v1 in the flexible encoding
+INIT_PRODUCER_ID: Final = Api(22, 2, 4, "InitProducerId")
 DESCRIBE_CONFIGS: Final = Api(32, 1, 4, "DescribeConfigs")
 CREATE_PARTITIONS: Final = Api(37, 0, 3, "CreatePartitions")
 INCREMENTAL_ALTER_CONFIGS: Final = Api(44, 0, 1, "IncrementalAlterConfigs")
@@ -377,14 +384,19 @@ class Cluster:
 
     # --- group coordinators ---------------------------------------------------------------------
 
-    async def coordinator(self, group: str) -> BrokerConnection:
+    async def coordinator_pool(self, group: str) -> BrokerPool:
+        """The connections of the group's coordinator (FindCoordinator, cached until
+        ``forget_coordinator``)."""
         address = self._coordinators.get(group)
         if address is None:
             answer = await self.request(FIND_COORDINATOR, {"key": group, "key_type": 0})
             if answer.error_code is not ErrorCode.none:
                 raise gateway_error(answer.error_code, getattr(answer, "error_message", None))
             address = self._coordinators[group] = (answer.host, answer.port)
-        return await self.pool(address).shared()
+        return self.pool(address)
+
+    async def coordinator(self, group: str) -> BrokerConnection:
+        return await (await self.coordinator_pool(group)).shared()
 
     def forget_coordinator(self, group: str) -> None:
         self._coordinators.pop(group, None)
@@ -396,8 +408,13 @@ __all__ = [
     "DELETE_RECORDS",
     "DELETE_TOPICS",
     "DESCRIBE_CONFIGS",
+    "DESCRIBE_GROUPS",
     "FETCH",
+    "HEARTBEAT",
     "INCREMENTAL_ALTER_CONFIGS",
+    "INIT_PRODUCER_ID",
+    "JOIN_GROUP",
+    "LEAVE_GROUP",
     "LIST_GROUPS",
     "LIST_OFFSETS",
     "METADATA",
@@ -405,6 +422,7 @@ __all__ = [
     "OFFSET_DELETE",
     "OFFSET_FETCH",
     "PRODUCE",
+    "SYNC_GROUP",
     "TOPIC_RESOURCE",
     "Api",
     "Cluster",

@@ -1,12 +1,12 @@
 """The Kafka backend's data path: append -> Produce, read -> Fetch, list_offsets -> ListOffsets.
 
 Append: a batch already in the ``kafka`` wire format is sent as the same RecordBatch bytes,
-records never decoded (the fast path). Only a batch carrying idempotent-producer fields is
-touched: the gateway issued that producer id, not the broker, which would refuse it
-(UNKNOWN_PRODUCER_ID), so the fields are cleared and the CRC recomputed (``set_producer``).
-Any other batch is encoded from its canonical messages (``encode_append``, lossless through
-``streamgate.*`` headers). Acks: leader -> 1, all -> -1, and none -> 1 as well: a client that
-wants no answer still gets nothing acknowledged that the broker has not taken.
+records never decoded (the fast path), idempotent-producer fields included: the broker granted
+that producer id (``KafkaBackend.init_producer``) and deduplicates by it, and answers a retry
+DUPLICATE_SEQUENCE_NUMBER, which is a duplicate append here. Any other batch is encoded from
+its canonical messages (``encode_append``, lossless through ``streamgate.*`` headers). Acks:
+leader -> 1, all -> -1, and none -> 1 as well: a client that wants no answer still gets nothing
+acknowledged that the broker has not taken.
 
 Read: whole stored batches (``Read.whole_batches``), else trimmed to ``offset`` and
 ``max_messages`` (only edge batches are decoded). A long poll is Kafka's own, in slices of at
@@ -21,6 +21,7 @@ import time
 from typing import Final
 
 import trio
+from kio.schema.errors import ErrorCode
 
 from gateway.backends.kafka.cluster import LIST_OFFSETS, PRODUCE, Cluster
 from gateway.backends.kafka.fetch import (
@@ -93,8 +94,6 @@ class DataPath:
             except RemoteProtocolError as exc:
                 raise CorruptMessage(str(exc)) from None
             count = header.records_count
-            if header.producer_id >= 0:
-                data = set_producer(data)
             if limit is not None and len(data) > limit:  # Kafka's limit is per batch
                 raise MessageTooLarge(f"a {len(data)}-byte batch, max.message.bytes is {limit}")
         else:
@@ -103,6 +102,8 @@ class DataPath:
             if limit is not None and any(message_size(m) > limit for m in messages):
                 raise MessageTooLarge(f"a message larger than max.message.bytes ({limit})")
             data = encode_append(messages, now_us=time.time_ns() // 1000) if messages else b""
+            if data and cmd.producer_id >= 0:
+                data = set_producer(data, cmd.producer_id, cmd.producer_epoch, cmd.base_sequence)
         if count <= 0:
             raise InvalidRequest("an append needs at least one message")
         answer = await self.cluster.request(
@@ -114,6 +115,10 @@ class DataPath:
             node=leader,
         )  # fmt: skip
         part = answer.responses[0].partition_responses[0]
+        if part.error_code is ErrorCode.duplicate_sequence_number and cmd.producer_id >= 0:
+            # The broker stored this producer's batch before (a retry, maybe through another
+            # gateway): nothing new stored; Kafka does not say where the original landed.
+            return AppendResult(base_offset=-1, count=count, log_append_time_us=-1, duplicate=True)
         self.fetcher.check(name, part.error_code, getattr(part, "error_message", None))
         self.wakeups.notify(name, cmd.partition)
         appended_at = part.log_append_time

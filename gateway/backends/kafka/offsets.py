@@ -1,25 +1,24 @@
-"""Consumer offsets of the Kafka backend: standalone commits at each group's coordinator.
+"""Consumer offsets of the Kafka backend, at each group's coordinator.
 
-The gateway's own coordinator runs the groups (the broker never sees their members), so every
-commit is a standalone one: generation -1, no member id (kafka.md §1.2, OffsetCommit). Offsets
-are the NEXT offset to read on both sides, as Kafka keeps them. Without OffsetDelete (Tansu) an
-offset is deleted by committing -1, which OffsetFetch reports as "nothing committed".
+The broker runs the groups (``groups``), so a member's commit goes with its generation and member
+id and the broker refuses one from a stale generation or an unknown member, whichever gateway it
+came through; a commit without them (Iggy's, RabbitMQ Stream's StoreOffset, a Kafka client's
+standalone commit) is a standalone one: generation -1, no member id (kafka.md §1.2,
+OffsetCommit). Offsets are the NEXT offset to read on both sides, as Kafka keeps them. Without
+OffsetDelete (Tansu) an offset is deleted by committing -1, which OffsetFetch reports as "nothing
+committed".
 """
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from gateway.backends.kafka.cluster import OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH, Api, Cluster
+from gateway.backends.kafka.groups import COORDINATOR_MOVED
 from gateway.model import Unsupported
 from gateway.translate.kafka.errors import gateway_error
-
-_COORDINATOR_ERRORS: Final = frozenset(
-    (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available,
-     ErrorCode.coordinator_load_in_progress)
-)  # fmt: skip
 
 
 class GroupOffsets:
@@ -37,18 +36,27 @@ class GroupOffsets:
         code = getattr(answer, "error_code", ErrorCode.none)  # OffsetFetch v2+, OffsetDelete
         if code is ErrorCode.none and part is not None:
             code = part.error_code
-        if code in _COORDINATOR_ERRORS:
+        if code in COORDINATOR_MOVED:
             self.cluster.forget_coordinator(group)
         if code is not ErrorCode.none:
             raise gateway_error(code, f"group {group!r}, {name}[{partition}]")
         return part
 
     async def commit(
-        self, group: str, name: str, partition: int, offset: int, metadata: str = ""
+        self,
+        group: str,
+        name: str,
+        partition: int,
+        offset: int,
+        metadata: str = "",
+        *,
+        generation: int = -1,
+        member_id: str = "",
     ) -> None:
         await self._request(
             group, name, partition, OFFSET_COMMIT,
-            {"generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+            {"generation_id_or_member_epoch": generation, "member_id": member_id,
+             "group_instance_id": None,
              "retention_time": -1,
              "topics": [{"name": name, "partitions": [
                  {"partition_index": partition, "committed_offset": offset,

@@ -13,6 +13,7 @@ from gateway.model import (
     Acks,
     Append,
     GatewayError,
+    InitProducer,
     ListOffsets,
     MessageBatch,
     OffsetOutOfRange,
@@ -255,11 +256,26 @@ async def init_producer_id(session: Session, req: KafkaRequest) -> Any:
             req, {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed,
                   "producer_id": -1, "producer_epoch": -1},
         )  # fmt: skip
-    pid = session.service.producer_ids.allocate()
+    assert session.ctx is not None
+    b = req.body
+    try:
+        result = await session.router.execute(
+            InitProducer(
+                producer_id=getattr(b, "producer_id", -1),
+                producer_epoch=getattr(b, "producer_epoch", -1),
+            ),
+            session.ctx,
+        )
+    except GatewayError as exc:
+        return session.respond(
+            req, {"throttle_time": 0, "error_code": tr.error_code(exc, group=True),
+                  "producer_id": -1, "producer_epoch": -1},
+        )  # fmt: skip
     return session.respond(
         req,
-        {"throttle_time": 0, "error_code": ErrorCode.none, "producer_id": pid, "producer_epoch": 0},
-    )
+        {"throttle_time": 0, "error_code": ErrorCode.none, "producer_id": result.producer_id,
+         "producer_epoch": result.producer_epoch},
+    )  # fmt: skip
 
 
 __all__ = ["fetch", "init_producer_id", "list_offsets", "produce"]

@@ -1,7 +1,8 @@
 """Kafka group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-OffsetFetch, DescribeGroups, ListGroups. The gateway is every group's coordinator; membership
-runs in ``gateway.coordination`` and committed offsets (the NEXT offset to read, as Kafka's) are
-kept by the backend (DESIGN.md §3)."""
+OffsetFetch, DescribeGroups, ListGroups. The gateway answers FindCoordinator with its own address
+for every group; membership runs where the router sends it: the broker's coordinator on a backend
+with native groups (Kafka), else ``gateway.coordination``. Committed offsets (the NEXT offset to
+read, as Kafka's) are kept by the backend (DESIGN.md §3)."""
 
 from __future__ import annotations
 

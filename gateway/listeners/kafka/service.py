@@ -11,7 +11,6 @@ answered with their Kafka error codes.
 
 from __future__ import annotations
 
-from gateway.coordination import ProducerIds
 from gateway.listeners.connection import Connection, Handler, advertised_address
 from gateway.listeners.kafka import admin as kafka_admin
 from gateway.listeners.kafka import data as kafka_data
@@ -55,16 +54,9 @@ _BEFORE_AUTH = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SAS
 
 
 class KafkaService:
-    def __init__(
-        self,
-        router: Router,
-        settings: KafkaSettings,
-        *,
-        producer_ids: ProducerIds | None = None,
-    ) -> None:
+    def __init__(self, router: Router, settings: KafkaSettings) -> None:
         self.router = router
         self.settings = settings
-        self.producer_ids = producer_ids or ProducerIds()
         self.versions = advertised(sasl=settings.sasl)
         self.handlers = HANDLERS
         assert set(self.handlers) >= set(self.versions)

@@ -9,7 +9,6 @@ from typing import Any, Protocol
 
 from kio.index import load_response_schema
 
-from gateway.coordination import ProducerIds
 from gateway.listeners.connection import Connection
 from gateway.router import RequestContext, Router
 from protocols.kafka.build import build
@@ -37,9 +36,6 @@ class Service(Protocol):
 
     @property
     def settings(self) -> KafkaSettings: ...
-
-    @property
-    def producer_ids(self) -> ProducerIds: ...
 
     @property
     def versions(self) -> Mapping[int, tuple[int, int]]: ...

@@ -34,9 +34,16 @@ async def kafka(tansu: Tansu) -> AsyncIterator[KafkaBackend]:
 
 async def direct(tansu: Tansu, api_key: int, version: int, values: Mapping[str, Any]) -> Any:
     """One request straight to the broker on a connection of its own; the kio answer."""
+    return await kafka_call(tansu.bootstrap, api_key, version, values)
+
+
+async def kafka_call(address: str, api_key: int, version: int, values: Mapping[str, Any]) -> Any:
+    """One request to whatever speaks Kafka at ``host:port`` (the broker, or a gateway's
+    listener), on a connection of its own; the kio answer."""
+    host, port = address.rsplit(":", 1)
     codec = KafkaClientCodec("direct-test")
     with trio.fail_after(LIMIT_S):
-        stream = await trio.open_tcp_stream("127.0.0.1", tansu.port)
+        stream = await trio.open_tcp_stream(host, int(port))
         async with stream:
             await stream.send_all(
                 codec.send(build(load_request_schema(api_key, version), values))[1]
@@ -45,9 +52,9 @@ async def direct(tansu: Tansu, api_key: int, version: int, values: Mapping[str, 
                 answer = codec.next_response()
                 if isinstance(answer, KafkaResponse):
                     return answer.body
-                assert answer is NEED_DATA, "the broker closed the connection"
+                assert answer is NEED_DATA, "the peer closed the connection"
                 data = await stream.receive_some(1 << 20)
-                assert data, "the broker closed the connection"
+                assert data, "the peer closed the connection"
                 codec.receive_data(data)
 
 

@@ -25,6 +25,7 @@ from gateway.model import (
     FetchOffset,
     Header,
     HeaderKind,
+    InitProducer,
     InvalidRequest,
     ListStreams,
     Message,
@@ -103,24 +104,29 @@ async def test_a_kafka_batch_reaches_the_broker_unchanged(
     )
 
 
-async def test_idempotent_fields_are_cleared_records_untouched(
+async def test_idempotent_batches_keep_their_producer_and_the_broker_dedups(
     kafka: KafkaBackend, tansu: Tansu
 ) -> None:
-    """The gateway, not the broker, issued the producer id: Tansu would answer
-    UNKNOWN_PRODUCER_ID (59), so the batch goes without it, records as they were."""
-    sent = kafka_batch(3, producer=(77, 0, 0))
-    wire = WireBatch(format=WIRE_FORMAT, data=sent, count=3)
+    """The broker granted the producer id, so the batch goes as the client wrote it and the
+    broker itself drops the retry (DUPLICATE_SEQUENCE_NUMBER), which is a duplicate append."""
     with trio.fail_after(LIMIT_S):
+        granted = await kafka.init_producer(InitProducer())
+        pid, epoch = granted.producer_id, granted.producer_epoch
+        sent = kafka_batch(3, producer=(pid, epoch, 0))
+        wire = WireBatch(format=WIRE_FORMAT, data=sent, count=3)
         topic = await new_topic(kafka)
         append = Append(
             topic=topic, partition=0, batch=MessageBatch(wire=wire),
-            producer_id=77, producer_epoch=0, base_sequence=0,
+            producer_id=pid, producer_epoch=epoch, base_sequence=0,
         )  # fmt: skip
-        assert (await kafka.append(append)).base_offset == 0
+        first = await kafka.append(append)
+        retry = await kafka.append(append)
         stored = await fetch_direct(tansu, topic.name)
-    header, records = decode_batch(stored)
-    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (-1, -1, -1)
-    assert records == decode_batch(sent)[1] and verify_crc(stored)
+    assert (first.base_offset, first.duplicate) == (0, False)
+    assert (retry.base_offset, retry.count, retry.duplicate) == (-1, 3, True)
+    header, records = decode_batch(stored)  # one batch: the retry was not stored
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (pid, epoch, 0)
+    assert len(stored) == len(sent) and records == decode_batch(sent)[1] and verify_crc(stored)
 
 
 def msgs(n: int) -> list[Message]:

@@ -60,9 +60,12 @@ def produce(bootstrap: str, topic: str) -> None:
 
 
 def consume(bootstrap: str, topic: str, count: int, group: str | None = None) -> list[Record]:
-    """``count`` records of partition 0: as a group member (subscribe) or by assignment."""
+    """``count`` records of partition 0: as a group member (subscribe) or by assignment. The
+    broker runs the group, and Tansu holds a new member's JoinGroup for half its session
+    timeout: 6 s (Kafka's minimum) keeps that to 3 s."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group or f"g-{uuid.uuid4().hex}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})  # fmt: skip
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                  "session.timeout.ms": 6000})  # fmt: skip
     if group is None:
         c.assign([TopicPartition(topic, 0, 0)])
     else:

@@ -1,0 +1,332 @@
+"""Many gateways, one Kafka broker (issue 14): sidecars and replicas in front of a real Tansu.
+
+Each gateway is a real ``streamgate run`` process; the clients are confluent-kafka (librdkafka)
+and raw Kafka frames. The broker is the group coordinator and the deduplicator, so:
+- one group's consumers through different gateways share the partitions (disjoint, covering all)
+  and every message is counted once: a member counts a message only when the broker took its
+  commit, and the broker refuses a commit from a stale generation, whichever gateway sent it;
+- a SIGKILLed gateway's members leave when the broker's session timeout passes, and their
+  partitions resume through the other gateway from the offsets committed through the dead one;
+- an idempotent producer's retry through another gateway is stored once, SIGKILL included.
+
+Tansu holds a new member's JoinGroup for half its session timeout, so the consumers use 6 s
+(Kafka's group.min.session.timeout.ms).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kio.index import load_request_schema
+
+from protocols.kafka import Compression, Record, encode_batch, iter_batches
+from protocols.kafka.build import build
+from protocols.kafka.framing import KafkaClientCodec
+from tests.helpers.gateways import Gateway, running_gateways
+from tests.helpers.tansu import Tansu
+
+from .conftest import direct, fetch_direct, kafka_call
+
+PARTITIONS = 6
+MESSAGES = 600
+SESSION_MS = 6000
+LIMIT_S = 90.0  # a whole test: three rebalances at Tansu's pace, a session timeout, clients
+
+
+async def in_thread(fn: Callable[[], Any]) -> Any:
+    return await trio.to_thread.run_sync(fn, abandon_on_cancel=True)
+
+
+def create_and_fill(bootstrap: str, topic: str) -> None:
+    """A 6-partition topic and 600 keyed messages, by an idempotent producer (its producer id
+    granted by the broker through the gateway)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
+        future.result(20)
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                         "linger.ms": 5})  # fmt: skip
+    for i in range(MESSAGES):
+        producer.produce(topic, value=b"m%d" % i, key=b"key-%d" % i)
+    assert producer.flush(30) == 0
+
+
+@dataclass
+class Counted:
+    """What the consumers counted: (partition, offset) -> how often, under one lock."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    times: dict[tuple[int, int], int] = field(default_factory=dict)
+    delivered: set[tuple[int, int]] = field(default_factory=set)
+    stopped: set[str] = field(default_factory=set)
+    closed_s: dict[str, float] = field(default_factory=dict)
+    assigned: dict[str, set[int]] = field(default_factory=dict)
+    member_ids: dict[str, str] = field(default_factory=dict)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def total(self) -> int:
+        with self.lock:
+            return len(self.times)
+
+
+def member(name: str, bootstrap: str, topic: str, group: str, counted: Counted) -> None:
+    """A group member through one gateway: a message counts once the broker took its commit
+    (committed synchronously, one message at a time); a refused commit leaves the message to
+    whoever owns the partition in the new generation."""
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+        "enable.auto.commit": False, "session.timeout.ms": SESSION_MS,
+        "heartbeat.interval.ms": 500, "client.id": name,
+    })  # fmt: skip
+
+    def on_assign(_: Any, partitions: list[Any]) -> None:
+        with counted.lock:
+            counted.assigned[name] = {p.partition for p in partitions}
+            counted.member_ids[name] = consumer.memberid() or ""
+
+    def on_revoke(_: Any, partitions: list[Any]) -> None:
+        with counted.lock:
+            counted.assigned[name] = set()
+
+    consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
+    try:
+        while not counted.stop.is_set() and name not in counted.stopped:
+            msg = consumer.poll(0.2)
+            if msg is None or msg.error() is not None:
+                continue
+            with counted.lock:
+                counted.delivered.add((msg.partition(), msg.offset()))  # type: ignore[arg-type]
+            try:
+                consumer.commit(message=msg, asynchronous=False)
+            except KafkaException:
+                continue  # refused (fenced), or its answer lost with a killed gateway
+            key = (msg.partition(), msg.offset())
+            assert key[1] is not None
+            with counted.lock:
+                counted.times[key] = counted.times.get(key, 0) + 1  # type: ignore[index]
+    finally:
+        started = time.monotonic()
+        consumer.close()
+        counted.closed_s[name] = time.monotonic() - started
+
+
+async def until(check: Callable[[], bool], limit_s: float, what: str) -> None:
+    """Polls ``check`` (state the consumer threads change) until it holds."""
+    with trio.move_on_after(limit_s):
+        while not check():  # noqa: ASYNC110 - threads change the state, no event to wait on
+            await trio.sleep(0.1)
+        return
+    raise AssertionError(f"not within {limit_s} s: {what}")
+
+
+def settled(counted: Counted, names: list[str]) -> bool:
+    """Every named member holds partitions, none twice, all of them covered."""
+    with counted.lock:
+        held = [counted.assigned.get(n, set()) for n in names]
+    every = [p for h in held for p in h]
+    return all(held) and sorted(every) == list(range(PARTITIONS))
+
+
+async def describe(address: str, group: str) -> Any:
+    [answer] = (await kafka_call(address, 15, 1, {"groups": [group]})).groups
+    return answer
+
+
+@pytest.fixture
+async def three(tansu: Tansu, tmp_path: Path) -> Any:
+    async with running_gateways(tansu.url, tmp_path, 3) as gateways:
+        yield gateways
+
+
+async def test_one_group_through_three_gateways_counts_every_message_once(
+    tansu: Tansu, three: list[Gateway]
+) -> None:
+    a, b, c = three
+    counted = Counted()
+    names = ["via-a", "via-b", "via-c"]
+    with trio.fail_after(LIMIT_S):
+        await in_thread(lambda: create_and_fill(a.kafka, "orders"))
+        async with trio.open_nursery() as nursery:
+            for name, gateway in zip(names[:2], (a, b), strict=True):
+                nursery.start_soon(
+                    in_thread, lambda n=name, g=gateway: member(n, g.kafka, "orders", "g", counted)
+                )
+            # The third joins once the first two are consuming: a rebalance mid-stream.
+            await until(lambda: counted.total() >= 100, 30, "100 messages counted")
+            nursery.start_soon(in_thread, lambda: member("via-c", c.kafka, "orders", "g", counted))
+            await until(lambda: settled(counted, names), 45, f"3 members: {counted.assigned}")
+            await until(lambda: counted.total() == MESSAGES, 30, "600 messages counted")
+            # One group at the broker, seen the same through any gateway and directly.
+            for where in (a.kafka, c.kafka, tansu.bootstrap):
+                group = await describe(where, "g")
+                assert (group.group_state, len(group.members)) == ("Stable", 3), where
+            counted.stop.set()
+    assert sorted(counted.times) == sorted(
+        (p, o) for p in range(PARTITIONS) for o in range(_sizes(counted)[p])
+    )
+    assert set(counted.times.values()) == {1}, "a message was counted twice"
+
+
+def _sizes(counted: Counted) -> dict[int, int]:
+    sizes = dict.fromkeys(range(PARTITIONS), 0)
+    for p, o in counted.times:
+        sizes[p] = max(sizes[p], o + 1)
+    assert sum(sizes.values()) == MESSAGES, sizes
+    return sizes
+
+
+async def committed(tansu: Tansu, topic: str, group: str) -> dict[int, int]:
+    """The group's committed offsets, asked of the broker itself."""
+    answer = await direct(
+        tansu, 9, 5,
+        {"group_id": group, "topics": [{"name": topic, "partition_indexes": list(range(6))}]},
+    )  # fmt: skip
+    return {p.partition_index: p.committed_offset for p in answer.topics[0].partitions}
+
+
+async def test_a_killed_gateways_members_move_to_the_other_gateway(
+    tansu: Tansu, tmp_path: Path
+) -> None:
+    """A gateway is SIGKILLed mid-stream (its consumer is left talking to nothing): the broker
+    drops its member after the session timeout, the survivor takes its partitions from the
+    offsets committed through the dead gateway, nothing is lost and no commit is taken twice.
+    (One commit whose answer died with the gateway may have been taken unseen: that message is
+    delivered but not counted, so the count is checked against the broker's offsets.)"""
+    counted = Counted()
+    async with running_gateways(tansu.url, tmp_path, 2) as (a, b):
+        with trio.fail_after(LIMIT_S):
+            await in_thread(lambda: create_and_fill(b.kafka, "orders"))
+            doomed = trio.CancelScope()
+
+            async def via_a() -> None:
+                with doomed:
+                    await in_thread(lambda: member("via-a", a.kafka, "orders", "g", counted))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(via_a)
+                nursery.start_soon(
+                    in_thread, lambda: member("via-b", b.kafka, "orders", "g", counted)
+                )
+                await until(lambda: settled(counted, ["via-a", "via-b"]), 45, "2 members")
+                await until(lambda: counted.total() >= 200, 30, "200 messages counted")
+                with counted.lock:
+                    orphaned = set(counted.assigned["via-a"])
+                await a.kill()
+                killed_at = time.monotonic()
+                await until(
+                    lambda: counted.assigned.get("via-b") == set(range(PARTITIONS)),
+                    SESSION_MS / 1000 + 15,
+                    "via-b holds every partition",
+                )
+                moved_s = time.monotonic() - killed_at
+                with counted.lock:
+                    counted.stopped.add("via-a")
+                await until(lambda: len(counted.delivered) == MESSAGES, 30, "600 delivered")
+                ends = {p: 1 + max(o for q, o in counted.delivered if q == p)
+                        for p in range(PARTITIONS)}  # fmt: skip
+                while await committed(tansu, "orders", "g") != ends:  # noqa: ASYNC110
+                    await trio.sleep(0.2)
+                counted.stop.set()
+                # via-a's librdkafka never finishes closing (it would leave the group through
+                # the dead gateway): its thread is left to it.
+                await until(lambda: "via-b" in counted.closed_s, 15, "via-b closed")
+                doomed.cancel()
+    assert orphaned and moved_s < SESSION_MS / 1000 + 15, (orphaned, moved_s)
+    assert sum(ends.values()) == MESSAGES
+    assert set(counted.times.values()) == {1}, "a commit was taken twice"
+    assert len(counted.times) >= MESSAGES - len(orphaned)  # at most one unseen per partition
+
+
+# --- an idempotent producer's retries through two gateways ---------------------------------------
+
+
+def batch(pid: int, epoch: int, sequence: int, n: int = 3) -> bytes:
+    records = [Record(offset_delta=i, timestamp_delta=0, key=None, value=b"s%d" % (sequence + i))
+               for i in range(n)]  # fmt: skip
+    return encode_batch(
+        records, base_timestamp_ms=1_700_000_000_000, compression=Compression.NONE,
+        producer_id=pid, producer_epoch=epoch, base_sequence=sequence,
+    )  # fmt: skip
+
+
+def produce_request(topic: str, records: bytes) -> dict[str, Any]:
+    partition = {"index": 0, "records": records}
+    return {"transactional_id": None, "acks": -1, "timeout": 10_000,
+            "topic_data": [{"name": topic, "partition_data": [partition]}]}  # fmt: skip
+
+
+async def produce(gateway: Gateway, topic: str, records: bytes) -> tuple[int, int]:
+    answer = await kafka_call(gateway.kafka, 0, 7, produce_request(topic, records))
+    part = answer.responses[0].partition_responses[0]
+    return int(part.error_code.value), part.base_offset
+
+
+async def test_an_idempotent_retry_through_the_other_gateway_is_stored_once(
+    tansu: Tansu, tmp_path: Path
+) -> None:
+    async with running_gateways(tansu.url, tmp_path, 2) as (a, b):
+        with trio.fail_after(LIMIT_S):
+            topic = {"name": "once", "num_partitions": 1, "replication_factor": 1,
+                     "assignments": [], "configs": []}  # fmt: skip
+            await kafka_call(
+                a.kafka, 19, 2, {"topics": [topic], "timeout": 10_000, "validate_only": False}
+            )
+            granted = await kafka_call(a.kafka, 22, 1, {"transactional_id": None,
+                                                        "transaction_timeout": 60_000})  # fmt: skip
+            pid, epoch = granted.producer_id, granted.producer_epoch
+            assert pid >= 0
+            assert await produce(a, "once", batch(pid, epoch, 0)) == (0, 0)
+            # The answer was lost, say: the producer retries through the other gateway.
+            assert await produce(b, "once", batch(pid, epoch, 0)) == (0, -1)
+            assert await produce(b, "once", batch(pid, epoch, 3)) == (0, 3)
+            # A batch sent through a, which dies before answering (it may or may not have
+            # reached the broker), then retried through b.
+            host, port = a.kafka.rsplit(":", 1)
+            stream = await trio.open_tcp_stream(host, int(port))
+            async with stream:
+                codec = KafkaClientCodec("crash-test")
+                request = build(
+                    load_request_schema(0, 7), produce_request("once", batch(pid, epoch, 6))
+                )
+                await stream.send_all(codec.send(request)[1])
+                await a.kill()
+            code, _ = await produce(b, "once", batch(pid, epoch, 6))
+            assert code == 0
+            stored = await fetch_direct(tansu, "once")
+    offsets = []
+    for header, _ in iter_batches(stored):
+        assert (header.producer_id, header.producer_epoch) == (pid, epoch)
+        offsets.append((header.base_offset, header.base_sequence, header.records_count))
+    assert offsets == [(0, 0, 3), (3, 3, 3), (6, 6, 3)], offsets
+
+
+async def test_the_broker_sees_the_gateways_members(tansu: Tansu, tmp_path: Path) -> None:
+    """DescribeGroups straight at the broker names the member that joined through a gateway by
+    the member id the client was given: the broker, not the gateway, holds the group. ListGroups
+    through the gateway is the broker's (Tansu lists a group once it has committed offsets)."""
+    counted = Counted()
+    async with running_gateways(tansu.url, tmp_path, 1) as (a,):
+        with trio.fail_after(LIMIT_S):
+            await in_thread(lambda: create_and_fill(a.kafka, "seen"))
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(
+                    in_thread, lambda: member("via-a", a.kafka, "seen", "watched", counted)
+                )
+                await until(lambda: settled(counted, ["via-a"]), 30, "a member")
+                group = await describe(tansu.bootstrap, "watched")
+                await until(lambda: counted.total() == MESSAGES, 30, "600 messages counted")
+                listed = await direct(tansu, 16, 4, {"states_filter": []})
+                through = await kafka_call(a.kafka, 16, 2, {})
+                counted.stop.set()
+    assert group.group_state == "Stable"
+    assert [m.member_id for m in group.members] == [counted.member_ids["via-a"]]
+    assert "watched" in {g.group_id for g in listed.groups}
+    assert "watched" in {g.group_id for g in through.groups}
