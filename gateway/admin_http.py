@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import h11
 import structlog
 import trio
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from gateway.metrics import Metrics
 
@@ -67,7 +67,10 @@ async def _respond(
     await stream.send_all(data)
 
 
-async def _handle(stream: trio.SocketStream, metrics: Metrics, health: Health) -> None:
+Readiness = Callable[[], Awaitable[tuple[bool, str]]]
+
+
+async def _handle(stream: trio.SocketStream, registry: CollectorRegistry, ready: Readiness) -> None:
     conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST_BYTES)
     try:
         with trio.fail_after(10):
@@ -86,12 +89,12 @@ async def _handle(stream: trio.SocketStream, metrics: Metrics, health: Health) -
             if event.method not in (b"GET", b"HEAD"):
                 await _respond(stream, conn, 405, b"method not allowed\n", "text/plain")
             elif target == "/metrics":
-                body = generate_latest(metrics.registry)
+                body = generate_latest(registry)
                 await _respond(stream, conn, 200, body, CONTENT_TYPE_LATEST)
             elif target == "/livez":
                 await _respond(stream, conn, 200, b"ok\n", "text/plain")
             elif target == "/readyz":
-                ok, why = await health.ready(metrics)
+                ok, why = await ready()
                 await _respond(stream, conn, 200 if ok else 503, why.encode() + b"\n", "text/plain")
             else:
                 await _respond(stream, conn, 404, b"not found\n", "text/plain")
@@ -105,18 +108,20 @@ async def serve_admin(
     *,
     host: str,
     port: int,
-    metrics: Metrics,
-    health: Health,
+    registry: CollectorRegistry,
+    ready: Readiness,
     task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
+    """``/metrics`` from ``registry`` (one process's, or the workers' summed), ``/readyz`` from
+    ``ready`` (``Health.ready``, or the supervisor's view of its workers)."""
     listeners = await trio.open_tcp_listeners(port, host=host)
     sockname = listeners[0].socket.getsockname()
     task_status.started((str(sockname[0]), int(sockname[1])))
 
     async def handler(stream: trio.SocketStream) -> None:
-        await _handle(stream, metrics, health)
+        await _handle(stream, registry, ready)
 
     await trio.serve_listeners(handler, listeners)
 
 
-__all__ = ["Health", "serve_admin"]
+__all__ = ["Health", "Readiness", "serve_admin"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -127,8 +128,9 @@ async def serve_gateway(
         async with trio.open_nursery() as nursery:
             for protocol, handler, port, host in services:
                 info = await nursery.start(
-                    _serve, protocol, handler, host, port, metrics, limits, drain
-                )
+                    _serve, protocol, handler, host, port, metrics, limits, drain,
+                    config.reuse_port,
+                )  # fmt: skip
                 running.listeners.append(info)
             await _record_listeners(backend, config, running.listeners)
             if config.admin.enabled:
@@ -225,11 +227,12 @@ async def _serve(
     metrics: Metrics,
     limits: Limits,
     drain: Drain,
+    reuse_port: bool,
     task_status: trio.TaskStatus[ListenerInfo] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     await serve_protocol(
         protocol, handler, host=host, port=port, metrics=metrics, limits=limits, drain=drain,
-        task_status=task_status,
+        reuse_port=reuse_port, task_status=task_status,
     )  # fmt: skip
 
 
@@ -240,7 +243,10 @@ async def _admin(
     health: Health,
     task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    await serve_admin(host=host, port=port, metrics=metrics, health=health, task_status=task_status)
+    await serve_admin(
+        host=host, port=port, registry=metrics.registry,
+        ready=functools.partial(health.ready, metrics), task_status=task_status,
+    )  # fmt: skip
 
 
 async def run_until_signalled(

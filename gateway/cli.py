@@ -9,7 +9,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -17,6 +17,9 @@ from gateway import __version__
 from gateway.client import add_client_commands, run_client
 from gateway.config import ConfigError, load, parse_assignment
 from gateway.model import GatewayError
+
+if TYPE_CHECKING:
+    from gateway.bench.kafka import GatewayChild
 
 # Shortcuts for the settings people change most; anything else: --set key=value.
 _RUN_FLAGS: tuple[tuple[str, str, str], ...] = (
@@ -35,6 +38,7 @@ _RUN_FLAGS: tuple[tuple[str, str, str], ...] = (
     ("--admin-port", "admin.port", "metrics/health HTTP port (default 9464, 0 = any)"),
     ("--log-level", "log.level", "debug | info | warning | error"),
     ("--log-format", "log.format", "auto | console | json"),
+    ("--workers", "workers", "processes sharing each listener port (Kafka backend; default 1)"),
 )
 
 
@@ -72,6 +76,10 @@ def _parser() -> argparse.ArgumentParser:
     kafka.add_argument("--messages", type=int, default=1_000_000, help="messages per size")
     kafka.add_argument("--partitions", type=int, default=1, help="partitions of the topic")
     kafka.add_argument("--acks", default="all", help="producer acks: 0 | 1 | all")
+    kafka.add_argument(
+        "--backend", default=None, help="start streamgate on this backend URL (default: a temp dir)"
+    )
+    kafka.add_argument("--workers", type=int, default=1, help="of the started streamgate")
     kafka.add_argument("--dir", default=None, help="where the started gateway stores data")
     kafka.add_argument("--fsync", default="interval:1000", help="fsync of the started gateway")
     iggy = bench_sub.add_parser("iggy", help="apache-iggy send and poll in batches")
@@ -132,18 +140,46 @@ def _run(args: argparse.Namespace) -> int:
         print(f"streamgate: {exc}", file=sys.stderr)
         return 2
     configure_logging(config.log.level, config.log.format)
+    if config.workers != 1:
+        return _run_workers(config)
 
     def announce(running: Running) -> None:
-        # One line per endpoint on stdout: people read it, scripts and tests parse it.
-        for info in running.listeners:
-            for host, port in info.addresses:
-                print(f"{info.protocol} listening on {host}:{port}", flush=True)
-        if running.admin is not None:
-            host, port = running.admin
-            print(f"admin listening on http://{host}:{port} (/metrics /livez /readyz)", flush=True)
+        _announce(
+            [(i.protocol, host, port) for i in running.listeners for host, port in i.addresses],
+            running.admin,
+        )
+
+    return _trio_run(run_until_signalled, config, announce)
+
+
+def _run_workers(config: Any) -> int:
+    from gateway.supervisor import Supervised, WorkersRefused, check_workers, run_workers
 
     try:
-        trio.run(run_until_signalled, config, announce)
+        check_workers(config)
+    except WorkersRefused as exc:
+        print(f"streamgate: {exc}", file=sys.stderr)
+        return 2
+
+    def announce(running: Supervised) -> None:
+        _announce(running.listeners, running.admin)
+        print(f"workers: {' '.join(str(pid) for pid in running.workers)}", flush=True)
+
+    return _trio_run(run_workers, config, sys.argv[1:], announce)
+
+
+def _announce(listeners: Sequence[tuple[str, str, int]], admin: tuple[str, int] | None) -> None:
+    """One line per endpoint on stdout: people read it, scripts and tests parse it."""
+    for protocol, host, port in listeners:
+        print(f"{protocol} listening on {host}:{port}", flush=True)
+    if admin is not None:
+        print(f"admin listening on http://{admin[0]}:{admin[1]} (/metrics /livez /readyz)",
+              flush=True)  # fmt: skip
+
+
+def _trio_run(fn: Any, *args: Any) -> int:
+    try:
+        trio.run(fn, *args)
     except BaseException as exc:
         found = _startup_failure(exc)
         if found is None:
@@ -171,14 +207,30 @@ def _startup_failure(exc: BaseException) -> str | None:
 def _endpoint(stack: contextlib.ExitStack, args: argparse.Namespace, given: str | None,
               protocol: str) -> str:  # fmt: skip
     """The endpoint to measure: ``given``, else a ``streamgate run`` child on a temp dir."""
-    from gateway.bench.kafka import gateway_process
-
     if given is not None:
         return given
-    tmp = stack.enter_context(tempfile.TemporaryDirectory(dir=args.dir, prefix="streamgate-bench-"))
-    address = stack.enter_context(gateway_process(tmp, args.fsync, protocol))
-    print(f"started streamgate (embedded, fsync {args.fsync}) on {address}", flush=True)
-    return address
+    return _started(stack, args, protocol).address
+
+
+def _started(stack: contextlib.ExitStack, args: argparse.Namespace, protocol: str) -> GatewayChild:
+    """A ``streamgate run`` child: on ``--backend`` with ``--workers`` where the command has
+    them, else on the embedded backend in a temp dir."""
+    from gateway.bench.kafka import gateway_process
+
+    backend = getattr(args, "backend", None)
+    workers = getattr(args, "workers", 1)
+    if backend is None:
+        tmp = stack.enter_context(
+            tempfile.TemporaryDirectory(dir=args.dir, prefix="streamgate-bench-")
+        )
+        child = stack.enter_context(gateway_process(tmp, args.fsync, protocol, workers=workers))
+        print(f"started streamgate (embedded, fsync {args.fsync}) on {child.address}", flush=True)
+    else:
+        child = stack.enter_context(
+            gateway_process("", args.fsync, protocol, backend=backend, workers=workers)
+        )
+        print(f"started streamgate ({workers} worker(s)) on {child.address}", flush=True)
+    return child
 
 
 def _bench_kafka(args: argparse.Namespace) -> int:
@@ -186,11 +238,16 @@ def _bench_kafka(args: argparse.Namespace) -> int:
 
     sizes = [int(s) for s in args.sizes.split(",") if s]
     with contextlib.ExitStack() as stack:
-        bootstrap = _endpoint(stack, args, args.bootstrap, "kafka")
+        cpu = None
+        if args.bootstrap is not None:
+            bootstrap = args.bootstrap
+        else:
+            child = _started(stack, args, "kafka")
+            bootstrap, cpu = child.address, child.cpu_seconds
         for size in sizes:
             result = bench_kafka(
                 bootstrap, message_size=size, messages=args.messages,
-                partitions=args.partitions, acks=args.acks,
+                partitions=args.partitions, acks=args.acks, cpu=cpu,
             )  # fmt: skip
             print(result.format(), flush=True)
     return 0

@@ -80,9 +80,12 @@ class Metrics:
             "streamgate_messages_out", "Messages delivered to clients.", ["protocol"],
             registry=r,
         )  # fmt: skip
+        # multiprocess_mode: how ``--workers`` sum a gauge (prometheus_client's multiprocess
+        # mode; ignored in one process).
         self.connections_active = Gauge(
-            "streamgate_connections_active", "Open client connections.", ["protocol"], registry=r
-        )
+            "streamgate_connections_active", "Open client connections.", ["protocol"], registry=r,
+            multiprocess_mode="livesum",
+        )  # fmt: skip
         self.connections = Counter(
             "streamgate_connections", "Client connections accepted.", ["protocol"], registry=r
         )
@@ -94,7 +97,7 @@ class Metrics:
         )
         self.inflight_requests = Gauge(
             "streamgate_inflight_requests", "Wire requests being processed.", ["protocol"],
-            registry=r,
+            registry=r, multiprocess_mode="livesum",
         )  # fmt: skip
         self.paused_reads = Counter(
             "streamgate_paused_reads",
@@ -110,13 +113,14 @@ class Metrics:
         )
         self.backend_up = Gauge(
             "streamgate_backend_up", "1 when the backend answered the last readiness check.",
-            ["backend"], registry=r,
+            ["backend"], registry=r, multiprocess_mode="livemin",
         )  # fmt: skip
         self.build_info = Gauge(
             "streamgate_build_info",
             "Always 1; labels say what is running.",
             ["version", "python", "backend"],
             registry=r,
+            multiprocess_mode="livemax",
         )
         self.build_info.labels(__version__, platform.python_version(), backend).set(1)
         self._precreate(tuple(protocols))

@@ -16,9 +16,10 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 _START_TIMEOUT_S = 30.0
 
@@ -34,6 +35,10 @@ class KafkaBenchResult:
     latency_p99_ms: float
     one_p50_ms: float  # one message at a time, acknowledged before the next is sent
     one_p99_ms: float
+    # CPU seconds the started gateway (every worker included) spent while producing at full
+    # speed and while consuming; None when the endpoint was not started here.
+    produce_cpu_s: float | None = None
+    consume_cpu_s: float | None = None
 
     def format(self) -> str:
         mb = self.messages * self.message_size / 1e6
@@ -45,21 +50,71 @@ class KafkaBenchResult:
             f"{self.one_p50_ms:.2f} ms p99 {self.one_p99_ms:.2f} ms; "
             f"consume {self.consumed / self.consume_seconds:,.0f} msg/s "
             f"({self.consumed * self.message_size / 1e6 / self.consume_seconds:,.1f} MB/s)"
+            + self._cpu()
         )
+
+    def _cpu(self) -> str:
+        if self.produce_cpu_s is None or self.consume_cpu_s is None:
+            return ""
+        return (
+            f"; gateway CPU per message: produce {self.produce_cpu_s / self.messages * 1e6:.2f}"
+            f" us, consume {self.consume_cpu_s / self.consumed * 1e6:.2f} us"
+        )
+
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU of ``pid`` and of its live descendants (a supervisor's workers), from
+    /proc (proc(5)); what is gone (a worker that died) no longer counts."""
+    total = 0.0
+    pending = [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            stat = Path(f"/proc/{current}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()  # from field 3; utime is 14, stime 15
+        total += (int(fields[11]) + int(fields[12])) / _TICKS
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            try:
+                pending += [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                continue
+    return total
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayChild:
+    """A started ``streamgate run``: where its listener is, and its process tree's CPU."""
+
+    address: str
+    pid: int
+
+    def cpu_seconds(self) -> float:
+        return tree_cpu_seconds(self.pid)
 
 
 @contextmanager
 def gateway_process(
-    data_dir: str, fsync: str, protocol: str = "kafka", *, backend: str | None = None
-) -> Iterator[str]:
+    data_dir: str,
+    fsync: str,
+    protocol: str = "kafka",
+    *,
+    backend: str | None = None,
+    workers: int = 1,
+) -> Iterator[GatewayChild]:
     """A ``streamgate run`` child on ephemeral ports, on the embedded backend in ``data_dir``
-    or on the ``backend`` URL (e.g. a real broker); yields the address of its ``protocol``
-    listener (``host:port``) once ``/readyz`` says the backend answers."""
+    or on the ``backend`` URL (e.g. a real broker), with ``workers`` processes; yields it (the
+    address of its ``protocol`` listener, ``host:port``) once ``/readyz`` says the backend
+    answers."""
     cmd = [
         sys.executable, "-m", "gateway.cli", "run", "--backend", backend or f"embedded:{data_dir}",
         "--fsync", fsync, "--kafka-port", "0", "--rog-port", "0", "--iggy-port", "0",
         "--rabbitmq-stream-port", "0", "--admin-port", "0", "--log-level", "warning",
-        "--log-format", "json",
+        "--log-format", "json", "--workers", str(workers),
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
@@ -78,7 +133,7 @@ def gateway_process(
         if not address:
             raise RuntimeError(f"streamgate did not report its {protocol} listener in time")
         _wait_ready(admin, deadline)
-        yield address
+        yield GatewayChild(address, proc.pid)
     finally:
         proc.send_signal(signal.SIGTERM)  # by pid: the child this function started
         try:
@@ -112,7 +167,7 @@ def _percentile(sorted_values: list[float], q: float) -> float:
 
 def bench_kafka(
     bootstrap: str, *, message_size: int, messages: int, partitions: int = 1, acks: str = "all",
-    singles: int = 2000,
+    singles: int = 2000, cpu: Callable[[], float] | None = None,
 ) -> KafkaBenchResult:  # fmt: skip
     """Produce ``messages`` at full speed, then ``singles`` (at most ``messages``) one at a
     time, each acknowledged before the next; consume them all from offset 0."""
@@ -145,6 +200,7 @@ def bench_kafka(
             record(msg.latency())  # type: ignore[attr-defined]
 
     produce = producer.produce
+    cpu0 = cpu() if cpu is not None else 0.0
     t0 = time.perf_counter()
     for _ in range(messages):
         while True:
@@ -155,6 +211,7 @@ def bench_kafka(
                 producer.poll(0.01)
     left = producer.flush(120)
     produce_s = time.perf_counter() - t0
+    produce_cpu = cpu() - cpu0 if cpu is not None else None
     if left or failures:
         raise RuntimeError(f"{left} messages undelivered, {len(failures)} failed: {failures[:3]}")
 
@@ -174,7 +231,9 @@ def bench_kafka(
     # delivery reports' garbage would be measured along with the gateway.
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(1) as pool:
+        cpu0 = cpu() if cpu is not None else 0.0
         consume_s = pool.apply(_consume, (bootstrap, topic, partitions, total))
+        consume_cpu = cpu() - cpu0 if cpu is not None else None
     latencies.sort()
     return KafkaBenchResult(
         message_size=message_size,
@@ -186,6 +245,8 @@ def bench_kafka(
         latency_p99_ms=_percentile(latencies, 0.99) * 1000,
         one_p50_ms=_percentile(one, 0.50) * 1000,
         one_p99_ms=_percentile(one, 0.99) * 1000,
+        produce_cpu_s=produce_cpu,
+        consume_cpu_s=consume_cpu,
     )
 
 
@@ -226,4 +287,4 @@ def _consume(bootstrap: str, topic: str, partitions: int, total: int) -> float:
     return elapsed
 
 
-__all__ = ["KafkaBenchResult", "bench_kafka", "gateway_process"]
+__all__ = ["GatewayChild", "KafkaBenchResult", "bench_kafka", "gateway_process", "tree_cpu_seconds"]

@@ -200,7 +200,7 @@ def compare_rabbitmq(
         return _rstream_figures(result)
 
     with gateway_process("", settings.fsync, "rabbitmq_stream", backend=url) as gateway:
-        ways["gateway"] = gateway
+        ways["gateway"] = gateway.address
         report(f"rstream: broker {ways['direct']}, streamgate {ways['gateway']} on it")
         return list(_compare("rstream", measure, settings, report))
 
@@ -219,7 +219,7 @@ def compare_kafka(
         return _kafka_figures(result)
 
     with gateway_process("", settings.fsync, "kafka", backend=url) as gateway:
-        ways["gateway"] = gateway
+        ways["gateway"] = gateway.address
         report(f"confluent-kafka: broker {ways['direct']}, streamgate {ways['gateway']} on it")
         return list(_compare("confluent-kafka", measure, settings, report))
 

@@ -333,12 +333,17 @@ async def serve_protocol(
     metrics: Metrics,
     limits: Limits,
     drain: Drain | None = None,
+    reuse_port: bool = False,
     task_status: trio.TaskStatus[ListenerInfo] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Accept connections for one protocol until cancelled or drained."""
+    """Accept connections for one protocol until cancelled or drained; with ``reuse_port``
+    other processes (``--workers``) bind the same port and the kernel spreads connections."""
     drain = drain if drain is not None else Drain()
     server = _Server(protocol, handler, metrics, limits, drain)
-    listeners = await trio.open_tcp_listeners(port, host=host)
+    if reuse_port:
+        listeners = await open_reuse_port_listeners(port, host=host)
+    else:
+        listeners = await trio.open_tcp_listeners(port, host=host)
     addresses = tuple(
         (str(sockaddr[0]), int(sockaddr[1]))
         for sockaddr in (lst.socket.getsockname() for lst in listeners)
@@ -360,6 +365,36 @@ async def serve_protocol(
         connections.cancel_scope.cancel()
 
 
+async def open_reuse_port_listeners(
+    port: int, *, host: str, backlog: int = 1024
+) -> list[trio.SocketListener]:
+    """Like ``trio.open_tcp_listeners``, every socket with SO_REUSEPORT set: each process that
+    binds the port this way gets a share of its connections (Linux hashes them)."""
+    infos = await trio.socket.getaddrinfo(
+        host, port, type=trio.socket.SOCK_STREAM, flags=trio.socket.AI_PASSIVE
+    )
+    listeners: list[trio.SocketListener] = []
+    try:
+        for family, kind, proto, _, sockaddr in infos:
+            sock = trio.socket.socket(family, kind, proto)
+            try:
+                sock.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_REUSEADDR, 1)
+                sock.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_REUSEPORT, 1)
+                if family == trio.socket.AF_INET6:
+                    sock.setsockopt(trio.socket.IPPROTO_IPV6, trio.socket.IPV6_V6ONLY, 1)
+                await sock.bind(sockaddr)
+                sock.listen(backlog)
+            except BaseException:
+                sock.close()
+                raise
+            listeners.append(trio.SocketListener(sock))
+    except BaseException:
+        for listener in listeners:
+            listener.socket.close()
+        raise
+    return listeners
+
+
 async def _close_on_drain(drain: Drain, scope: trio.CancelScope) -> None:
     await drain.event.wait()
     scope.cancel()
@@ -367,5 +402,5 @@ async def _close_on_drain(drain: Drain, scope: trio.CancelScope) -> None:
 
 __all__ = [
     "Connection", "Drain", "Handler", "IdleTimeout", "Limits", "ListenerInfo", "Request",
-    "RequestMeters", "advertised_address", "serve_protocol",
+    "RequestMeters", "advertised_address", "open_reuse_port_listeners", "serve_protocol",
 ]  # fmt: skip

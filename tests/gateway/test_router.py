@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import trio
@@ -150,7 +150,7 @@ async def test_a_broker_that_runs_groups_and_grants_producer_ids_gets_them(
     r, _ = router(backend)
     ctx = RequestContext("kafka", "w")
     at_default = [
-        dataclasses.replace(c, stream="default") if hasattr(c, "stream") else c
+        dataclasses.replace(cast(Any, c), stream="default") if hasattr(c, "stream") else c
         for c in GROUP_COMMANDS
     ]
     for cmd in (*at_default, InitProducer()):

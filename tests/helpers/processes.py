@@ -17,7 +17,15 @@ from pathlib import Path
 
 import trio
 
-__all__ = ["alive", "descendants", "end_child", "free_ports", "send_signal", "until_dead"]
+__all__ = [
+    "accepted_on",
+    "alive",
+    "descendants",
+    "end_child",
+    "free_ports",
+    "send_signal",
+    "until_dead",
+]
 
 
 @dataclass(frozen=True)
@@ -103,3 +111,28 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     finally:
         for s in sockets:
             s.close()
+
+
+_ESTABLISHED = "01"  # tcp_states.h
+
+
+def accepted_on(pid: int, port: int) -> int:
+    """How many established TCP connections process ``pid`` holds with local port ``port``
+    (the connections it accepted on a listener there): its socket inodes (/proc/<pid>/fd)
+    matched against /proc/net/tcp and tcp6."""
+    inodes = set()
+    with suppress(OSError):
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with suppress(OSError):
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                local_port = int(fields[1].rsplit(":", 1)[1], 16)
+                if local_port == port and fields[3] == _ESTABLISHED and fields[9] in inodes:
+                    count += 1
+    return count

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import trio
 from confluent_kafka import Consumer, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from kio.index import load_request_schema
 
 from protocols.kafka import Compression, Record, encode_batch, iter_batches
@@ -102,16 +102,17 @@ def member(name: str, bootstrap: str, topic: str, group: str, counted: Counted) 
             msg = consumer.poll(0.2)
             if msg is None or msg.error() is not None:
                 continue
+            partition, offset = msg.partition(), msg.offset()
+            assert partition is not None and offset is not None
+            key = (partition, offset)
             with counted.lock:
-                counted.delivered.add((msg.partition(), msg.offset()))  # type: ignore[arg-type]
+                counted.delivered.add(key)
             try:
                 consumer.commit(message=msg, asynchronous=False)
             except KafkaException:
                 continue  # refused (fenced), or its answer lost with a killed gateway
-            key = (msg.partition(), msg.offset())
-            assert key[1] is not None
             with counted.lock:
-                counted.times[key] = counted.times.get(key, 0) + 1  # type: ignore[index]
+                counted.times[key] = counted.times.get(key, 0) + 1
     finally:
         started = time.monotonic()
         consumer.close()

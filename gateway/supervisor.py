@@ -1,0 +1,264 @@
+"""``streamgate run --workers N``: N gateway processes sharing every listener port, so one
+proxy uses every core.
+
+The supervisor (this process) serves no protocol. It picks the listener ports (port 0 is bound
+here once, with SO_REUSEPORT, so every worker gets the same concrete port), starts N workers
+(``streamgate run`` again, the same arguments plus ``workers=1``, ``reuse_port=true``, the
+concrete ports and a private admin port), and the kernel spreads connections over them. Each
+worker writes its metrics into a shared directory (prometheus_client's multiprocess mode,
+``PROMETHEUS_MULTIPROC_DIR``); the supervisor's admin endpoint serves them summed (gauges as
+each declares: open connections summed, ``backend_up`` the lowest), and its ``/readyz`` is ready
+while every worker's own ``/readyz`` is. A worker that dies is started again after a second.
+SIGTERM/SIGINT are passed on; each worker drains as a single gateway does.
+
+Correct only where nothing a client relies on lives in one gateway's memory: the Kafka backend,
+whose broker runs the groups and grants and deduplicates producer ids. The embedded store has
+one owner, and the RabbitMQ and Iggy backends still keep groups and publisher sequences per
+gateway (README, "Running many gateways"): ``--workers`` above one is refused there.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import structlog
+import trio
+from prometheus_client import CollectorRegistry
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+
+from gateway.admin_http import serve_admin
+from gateway.config import Config
+
+log = structlog.get_logger("streamgate.supervisor")
+
+# Backends whose broker holds every guarantee the listeners give (groups, producer ids).
+SHARED_STATE_SCHEMES = frozenset({"kafka"})
+_LISTENERS = ("rog", "kafka", "iggy", "rabbitmq_stream")
+_START_WITHIN_S = 60.0
+_RESTART_AFTER_S = 1.0
+_READY_CHECK_S = 1.0
+
+
+class WorkersRefused(ValueError):
+    """``--workers`` above one where it cannot be correct; the message is fit to show."""
+
+
+def check_workers(config: Config) -> None:
+    scheme = config.backend.url.partition(":")[0].lower()
+    if config.workers < 1:
+        raise WorkersRefused(f"workers must be at least 1, not {config.workers}")
+    if config.workers == 1 or scheme in SHARED_STATE_SCHEMES:
+        return
+    if scheme == "embedded":
+        raise WorkersRefused(
+            "--workers needs an external backend: the embedded store has one owner process"
+        )
+    raise WorkersRefused(
+        f"--workers is refused on the {scheme} backend: its consumer groups and publisher "
+        "sequences live in each gateway process (README, 'Running many gateways'); "
+        "run one gateway per broker there"
+    )
+
+
+@dataclass
+class _Worker:
+    index: int
+    process: trio.Process | None = None
+    admin: str = ""  # http://host:port of its own admin endpoint
+    listening: dict[str, str] = field(default_factory=dict)
+    ready: trio.Event = field(default_factory=trio.Event)
+
+
+@dataclass
+class Supervised:
+    """What ``announce`` prints: the shared listener addresses and the summed admin endpoint."""
+
+    listeners: list[tuple[str, str, int]]  # (protocol, host, port)
+    admin: tuple[str, int] | None
+    workers: list[int]  # pids
+
+
+def _reserve(host: str) -> socket.socket:
+    """A port bound (not listening) with SO_REUSEPORT: the workers bind it too."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, 0))
+    return sock
+
+
+def _worker_args(config: Config, argv: Sequence[str], ports: dict[str, int]) -> list[str]:
+    extra = ["--set", "workers=1", "--set", "reuse_port=true", "--set", "admin.port=0",
+             "--set", "admin.host=127.0.0.1"]  # fmt: skip
+    for name, port in ports.items():
+        extra += ["--set", f"listeners.{name}.port={port}"]
+    return [sys.executable, "-m", "gateway.cli", *argv, *extra]
+
+
+async def run_workers(
+    config: Config, argv: Sequence[str], announce: Callable[[Supervised], None] | None = None
+) -> None:
+    """Run ``config.workers`` gateway processes until SIGINT/SIGTERM; ``argv`` is the ``run``
+    command line they are started with (after ``streamgate``)."""
+    check_workers(config)
+    ports: dict[str, int] = {}
+    hosts: dict[str, str] = {}
+    reserved: list[socket.socket] = []
+    for name in _LISTENERS:
+        listener = getattr(config.listeners, name)
+        if not listener.enabled:
+            continue
+        hosts[name] = config.listener_host(listener)
+        if listener.port == 0:
+            sock = _reserve(hosts[name])
+            reserved.append(sock)
+            ports[name] = sock.getsockname()[1]
+        else:
+            ports[name] = listener.port
+    metrics_dir = tempfile.mkdtemp(prefix="streamgate-metrics-")
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": metrics_dir, "PYTHONUNBUFFERED": "1"}
+    command = _worker_args(config, argv, ports)
+    workers = [_Worker(i) for i in range(config.workers)]
+    stopping = False
+    try:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async with trio.open_nursery() as nursery:
+                for worker in workers:
+                    nursery.start_soon(
+                        _keep_running, worker, command, env, metrics_dir, lambda: stopping
+                    )
+                with trio.fail_after(_START_WITHIN_S):
+                    for worker in workers:
+                        await worker.ready.wait()
+                for sock in reserved:  # every worker holds the ports now
+                    sock.close()
+                reserved.clear()
+                registry = CollectorRegistry()
+                MultiProcessCollector(registry, path=metrics_dir)  # type: ignore[no-untyped-call]
+                admin: tuple[str, int] | None = None
+                if config.admin.enabled:
+                    host = config.admin.host or config.host
+                    admin = await nursery.start(
+                        _serve_admin, host, config.admin.port, registry, workers
+                    )
+                if announce is not None:
+                    announce(
+                        Supervised(
+                            listeners=[(n, hosts[n], p) for n, p in ports.items()],
+                            admin=admin,
+                            workers=[w.process.pid for w in workers if w.process is not None],
+                        )
+                    )
+                log.info("streamgate workers ready", workers=len(workers))
+                async for signum in signals:
+                    log.info("shutting down workers", signal=signal.Signals(signum).name)
+                    stopping = True
+                    for worker in workers:
+                        if worker.process is not None and worker.process.returncode is None:
+                            worker.process.send_signal(signal.SIGTERM)
+                    with trio.move_on_after(config.limits.drain_timeout_s + 5):
+                        for worker in workers:
+                            if worker.process is not None:
+                                await worker.process.wait()
+                    nursery.cancel_scope.cancel()
+                    break
+    finally:
+        for sock in reserved:
+            sock.close()
+        for worker in workers:
+            if worker.process is not None and worker.process.returncode is None:
+                worker.process.kill()  # by pid: a worker this process started
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+async def _keep_running(
+    worker: _Worker,
+    command: list[str],
+    env: dict[str, str],
+    metrics_dir: str,
+    stopping: Callable[[], bool],
+) -> None:
+    """Start the worker, read its stdout (addresses; everything else is passed on), and start
+    it again after a second whenever it dies unasked."""
+    while True:
+        process = await trio.lowlevel.open_process(
+            command, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env
+        )
+        worker.process = process
+        worker.listening = {}
+        try:
+            assert process.stdout is not None
+            await _read_output(worker, process.stdout)
+            await process.wait()
+        finally:
+            if process.returncode is None:
+                with trio.CancelScope(shield=True):
+                    process.kill()
+                    await process.wait()
+            # Its live gauges (open connections...) no longer count; its counters still do.
+            mark_process_dead(process.pid, metrics_dir)  # type: ignore[no-untyped-call]
+        if stopping():
+            return
+        log.error("worker exited; starting it again", worker=worker.index, code=process.returncode)
+        await trio.sleep(_RESTART_AFTER_S)
+
+
+async def _read_output(worker: _Worker, stdout: trio.abc.ReceiveStream) -> None:
+    out = sys.stdout.buffer
+    pending = b""
+    async for chunk in stdout:
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
+            words = line.decode(errors="replace").split()
+            if len(words) >= 4 and words[1:3] == ["listening", "on"]:
+                if words[0] == "admin":
+                    worker.admin = words[3]
+                    worker.ready.set()  # the admin line comes last
+                else:
+                    worker.listening[words[0]] = words[3]
+                continue
+            out.write(line + b"\n")
+            out.flush()
+
+
+async def _serve_admin(
+    host: str,
+    port: int,
+    registry: CollectorRegistry,
+    workers: list[_Worker],
+    task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    async def ready() -> tuple[bool, str]:
+        for worker in workers:
+            if worker.process is None or worker.process.returncode is not None:
+                return False, f"worker {worker.index} is not running"
+            ok, why = await trio.to_thread.run_sync(_worker_ready, worker.admin)
+            if not ok:
+                return False, f"worker {worker.index}: {why}"
+        return True, "ok"
+
+    await serve_admin(host=host, port=port, registry=registry, ready=ready, task_status=task_status)
+
+
+def _worker_ready(admin: str) -> tuple[bool, str]:
+    try:
+        with urllib.request.urlopen(f"{admin}/readyz", timeout=_READY_CHECK_S) as response:
+            return response.status == 200, response.read().decode(errors="replace").strip()
+    except urllib.error.HTTPError as exc:
+        return False, exc.read().decode(errors="replace").strip()
+    except OSError as exc:
+        return False, str(exc)
+
+
+__all__ = ["SHARED_STATE_SCHEMES", "Supervised", "WorkersRefused", "check_workers", "run_workers"]

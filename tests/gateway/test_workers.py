@@ -1,0 +1,190 @@
+"""``streamgate run --workers N`` (issue 14): N processes share every listener port, the kernel
+spreads the connections over them, /metrics sums them, a dead worker is started again, and
+``--workers`` is refused where a gateway's memory would have to be shared.
+
+Against a real Tansu and real clients (confluent-kafka, raw sockets); every process is started
+and stopped by its pid, every wait bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import trio
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from tests.helpers.listing import listing
+from tests.helpers.processes import accepted_on, alive, end_child
+from tests.helpers.tansu import Tansu, running_tansu
+
+LIMIT_S = 60.0
+CONNECTIONS = 16
+
+
+@pytest.fixture
+async def tansu(tmp_path: Path) -> AsyncIterator[Tansu]:
+    async with running_tansu(tmp_path) as started:
+        yield started
+
+
+@asynccontextmanager
+async def supervisor(
+    tmp_path: Path, backend: str, workers: int = 2
+) -> AsyncIterator[tuple[trio.Process, dict[str, str], list[int]]]:
+    """``streamgate run --workers`` on free ports: the process, {endpoint: address}, the
+    workers' pids (from its ``workers:`` line)."""
+    log_path = tmp_path / "supervisor.log"
+    with log_path.open("ab") as out:
+        proc = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "gateway.cli", "run", "--backend", backend,
+             "--workers", str(workers), "--rog-port", "0", "--kafka-port", "0",
+             "--iggy-port", "0", "--rabbitmq-stream-port", "0", "--admin-port", "0",
+             "--log-format", "console"],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"}, cwd=tmp_path,
+        )  # fmt: skip
+    try:
+        give_up = time.monotonic() + LIMIT_S
+        while True:
+            text = log_path.read_text(errors="replace")
+            lines = [line.split() for line in text.splitlines()]
+            pids = next((w[1:] for w in lines if w[:1] == ["workers:"]), None)
+            if pids is not None:
+                break
+            assert proc.returncode is None, f"exited {proc.returncode}:\n{text}"
+            assert time.monotonic() < give_up, text
+            await trio.sleep(0.05)
+        addresses = {w[0]: w[3].removeprefix("http://") for w in lines
+                     if len(w) >= 4 and w[1:3] == ["listening", "on"]}  # fmt: skip
+        yield proc, addresses, [int(p) for p in pids]
+    finally:
+        with trio.CancelScope(shield=True):
+            await end_child(proc, grace_s=0, term_s=20)
+
+
+def metric(admin: str, name: str, **labels: str) -> float:
+    with urllib.request.urlopen(f"http://{admin}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    wanted = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(f"{name}{{") or line.startswith(f"{name} "):
+            series, value = line.rsplit(" ", 1)
+            found = ",".join(sorted(series[series.find("{") + 1 : -1].split(",")))
+            if not labels or found == wanted:
+                total += float(value)
+    return total
+
+
+def produce_and_consume(bootstrap: str, topic: str, count: int) -> list[bytes]:
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i in range(count):
+        producer.produce(topic, value=b"w%d" % i)
+    assert producer.flush(20) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "workers-test",
+                         "enable.auto.commit": False})  # fmt: skip
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 20
+        while len(got) < count and time.monotonic() < deadline:
+            msg = consumer.poll(1)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value() or b"")
+    finally:
+        consumer.close()
+    return got
+
+
+async def test_two_workers_share_the_port_and_sum_their_metrics(
+    tansu: Tansu, tmp_path: Path
+) -> None:
+    with trio.fail_after(LIMIT_S):
+        async with supervisor(tmp_path, tansu.url) as (proc, addresses, pids):
+            assert len(pids) == 2 and all(alive(pid) for pid in pids)
+            host, port = addresses["kafka"].rsplit(":", 1)
+            # Connections held open at once: the kernel gives each worker a share.
+            streams = [await trio.open_tcp_stream(host, int(port)) for _ in range(CONNECTIONS)]
+            try:
+                give_up = time.monotonic() + 10
+                while sum(accepted_on(pid, int(port)) for pid in pids) < CONNECTIONS:
+                    assert time.monotonic() < give_up, [accepted_on(p, int(port)) for p in pids]
+                    await trio.sleep(0.05)
+                shares = [accepted_on(pid, int(port)) for pid in pids]
+            finally:
+                for stream in streams:
+                    await stream.aclose()
+            assert sorted(shares) != [0, CONNECTIONS], shares
+            got = await trio.to_thread.run_sync(
+                produce_and_consume, addresses["kafka"], "spread", 50
+            )
+            assert got == [b"w%d" % i for i in range(50)]
+            admin = addresses["admin"]
+            # Summed over the workers: every connection is counted, whichever took it.
+            accepted = await trio.to_thread.run_sync(
+                lambda: metric(admin, "streamgate_connections_total", protocol="kafka")
+            )
+            assert accepted >= CONNECTIONS + 2
+            stored = await trio.to_thread.run_sync(
+                lambda: metric(admin, "streamgate_messages_in_total", protocol="kafka")
+            )
+            assert stored == 50
+            up = await trio.to_thread.run_sync(
+                lambda: urllib.request.urlopen(f"http://{admin}/readyz", timeout=5).read()
+            )
+            assert up == b"ok\n"
+
+            # A worker killed by pid is started again; the port goes on serving.
+            os.kill(pids[0], signal.SIGKILL)
+            give_up = time.monotonic() + 20
+            while True:
+                text = (tmp_path / "supervisor.log").read_text(errors="replace")
+                if "worker exited; starting it again" in text:
+                    break
+                assert time.monotonic() < give_up, text
+                await trio.sleep(0.05)
+            again = await trio.to_thread.run_sync(
+                produce_and_consume, addresses["kafka"], "after-kill", 10
+            )
+            assert again == [b"w%d" % i for i in range(10)]
+            proc.send_signal(signal.SIGTERM)
+            with trio.fail_after(30):
+                await proc.wait()
+            assert proc.returncode == 0
+            assert not alive(pids[1])
+
+
+@pytest.mark.parametrize(
+    ("backend", "why"),
+    [
+        ("embedded:./data", "the embedded store has one owner process"),
+        ("rabbitmq-stream://guest:guest@127.0.0.1:1/%2F", "live in each gateway process"),
+        ("iggy://iggy:iggy@127.0.0.1:1", "live in each gateway process"),
+    ],
+)
+async def test_workers_are_refused_where_a_gateways_memory_would_be_shared(
+    tmp_path: Path, backend: str, why: str
+) -> None:
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    with trio.fail_after(30):
+        ran = await trio.run_process(
+            [sys.executable, "-m", "gateway.cli", "run", "--backend", backend, "--workers", "2"],
+            capture_stdout=True, capture_stderr=True, check=False, cwd=cwd,
+        )  # fmt: skip
+    assert ran.returncode == 2 and ran.stdout == b""
+    [line] = ran.stderr.decode().splitlines()
+    assert line.startswith("streamgate: --workers") and why in line
+    assert "guest:guest" not in line
+    # Nothing written, no data directory. (.hypothesis: kio imports hypothesis when the test
+    # environment has it installed, and hypothesis makes its directory in the cwd.)
+    assert [name for name in listing(cwd) if not name.startswith((".", ".hypothesis"))] == []
