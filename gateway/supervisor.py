@@ -8,7 +8,9 @@ concrete ports and a private admin port), and the kernel spreads connections ove
 worker writes its metrics into a shared directory (prometheus_client's multiprocess mode,
 ``PROMETHEUS_MULTIPROC_DIR``); the supervisor's admin endpoint serves them summed (gauges as
 each declares: open connections summed, ``backend_up`` the lowest), and its ``/readyz`` is ready
-while every worker's own ``/readyz`` is. A worker that dies is started again after a second.
+while every worker's own ``/readyz`` is. Users that one gateway would keep in memory the workers
+keep in one file of theirs (``user_store_file``: changes under a lock), so a user created
+through one worker logs in through all. A worker that dies is started again after a second.
 SIGTERM/SIGINT are passed on; each worker drains as a single gateway does.
 
 Correct only where nothing a client relies on lives in one gateway's memory: the Kafka backend,
@@ -98,9 +100,15 @@ def _reserve(host: str) -> socket.socket:
     return sock
 
 
-def _worker_args(config: Config, argv: Sequence[str], ports: dict[str, int]) -> list[str]:
+def _worker_args(
+    config: Config, argv: Sequence[str], ports: dict[str, int], state_dir: str
+) -> list[str]:
     extra = ["--set", "workers=1", "--set", "reuse_port=true", "--set", "admin.port=0",
              "--set", "admin.host=127.0.0.1"]  # fmt: skip
+    if not config.auth.users_file:
+        # Users kept in memory by one gateway are kept by all workers together: in a file of
+        # their own for as long as they run (gone at exit, as memory would be).
+        extra += ["--set", f"auth.users_file={state_dir}/users.json"]
     for name, port in ports.items():
         extra += ["--set", f"listeners.{name}.port={port}"]
     return [sys.executable, "-m", "gateway.cli", *argv, *extra]
@@ -126,9 +134,11 @@ async def run_workers(
             ports[name] = sock.getsockname()[1]
         else:
             ports[name] = listener.port
-    metrics_dir = tempfile.mkdtemp(prefix="streamgate-metrics-")
+    state_dir = tempfile.mkdtemp(prefix="streamgate-workers-")  # 0700
+    metrics_dir = os.path.join(state_dir, "metrics")
+    os.mkdir(metrics_dir)
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": metrics_dir, "PYTHONUNBUFFERED": "1"}
-    command = _worker_args(config, argv, ports)
+    command = _worker_args(config, argv, ports, state_dir)
     workers = [_Worker(i) for i in range(config.workers)]
     stopping = False
     try:
@@ -179,7 +189,7 @@ async def run_workers(
         for worker in workers:
             if worker.process is not None and worker.process.returncode is None:
                 worker.process.kill()  # by pid: a worker this process started
-        shutil.rmtree(metrics_dir, ignore_errors=True)
+        shutil.rmtree(state_dir, ignore_errors=True)
 
 
 async def _keep_running(

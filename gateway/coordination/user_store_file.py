@@ -3,14 +3,19 @@
 Write a temporary file next to the target, fsync it, ``os.replace`` it over the target and fsync
 the directory, so a crash leaves either the old document or the new one, never a torn mix. The
 file holds password hashes and token digests only; it is still created owner-only (0600).
+
+Gateways sharing the file change it one at a time under ``locked`` (an exclusive flock on
+``.<name>.lock`` beside it; local file systems and volumes, not NFS) and notice another's change
+by its ``stamp`` (inode, size and mtime: the atomic replace always gives a new inode).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +23,30 @@ from gateway.model.permissions import permissions_from_json, permissions_to_json
 from gateway.model.users import Account, TokenInfo, User, UserStatus
 
 FORMAT_VERSION = 1
+
+Stamp = tuple[int, int, int]  # st_ino, st_size, st_mtime_ns
+
+
+def stamp(path: Path) -> Stamp | None:
+    """What tells one version of the file from the next; None while there is no file."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold the exclusive lock of the store at ``path`` (blocking: other gateways hold it only
+    for one read-change-write)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def dump(accounts: Iterable[Account], *, next_user_id: int) -> dict[str, Any]:
@@ -104,4 +133,4 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-__all__ = ["FORMAT_VERSION", "dump", "load", "restore", "save"]
+__all__ = ["FORMAT_VERSION", "Stamp", "dump", "load", "locked", "restore", "save", "stamp"]

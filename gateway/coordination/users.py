@@ -12,7 +12,11 @@ stays authoritative for their passwords: one changed through Iggy is reset on th
 Root credentials, like Iggy's ``IGGY_ROOT_PASSWORD``, only apply when the root is first created.
 
 With a ``path``, every change is written to that JSON file before the method returns, and the file
-is loaded on start (``user_store_file``). Only password hashes and token digests are stored.
+is loaded on start (``user_store_file``). Only password hashes and token digests are stored. The
+file may be shared by several gateways (sidecars, replicas, ``--workers`` on one volume): a
+change takes an exclusive lock on the file's lock file, reads what the others wrote, applies
+itself and writes, so none is lost and user ids stay unique; every read first takes in a newer
+file (a stat: inode, size, mtime), so a user created through one gateway logs in through all.
 
 Methods that hash a password (``login``, ``create_user``, ``change_password``, ``authenticate``)
 are async and run scrypt in a worker thread; the rest are synchronous. Every change happens
@@ -22,7 +26,8 @@ between two checkpoints, so concurrent trio tasks need no lock.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -84,23 +89,16 @@ class UserStore:
         self._accounts: dict[int, Account] = {}
         self._next_id = ROOT_ID + 1
         self._tokens: dict[str, tuple[int, str]] = {}  # digest -> (user id, token name)
-        doc = user_store_file.load(self._path) if self._path is not None else None
-        changed = doc is None
-        if doc is not None:
-            self._restore(doc)
-        if ROOT_ID not in self._accounts:
-            self._add(ROOT_ID, root_username, hash_password(root_password), Permissions.all())
-            changed = True
-        for name, password in sorted((users or {}).items()):
-            account = self._find(name)
-            if account is None:
-                self._add(self._next_id, name, hash_password(password), CONFIG_USER_PERMISSIONS)
-                changed = True
-            elif not verify_password(password, account.password_hash):
-                account.password_hash = hash_password(password)
-                changed = True
-        if changed:
-            self._save()
+        self._seen: user_store_file.Stamp | None = None  # the file as last read or written
+        with self._changing():
+            if ROOT_ID not in self._accounts:
+                self._add(ROOT_ID, root_username, hash_password(root_password), Permissions.all())
+            for name, password in sorted((users or {}).items()):
+                account = self._find(name)
+                if account is None:
+                    self._add(self._next_id, name, hash_password(password), CONFIG_USER_PERMISSIONS)
+                elif not verify_password(password, account.password_hash):
+                    account.password_hash = hash_password(password)
 
     # -- authentication -------------------------------------------------------------------------
 
@@ -119,6 +117,7 @@ class UserStore:
         return AuthenticateResult(user_id=user.id, username=user.username)
 
     async def login(self, username: str, password: str) -> User:
+        self._refresh()
         account = self._find(username)
         stored = account.password_hash if account is not None else None
         # An unknown user still costs one hash, so timing does not tell which names exist.
@@ -130,6 +129,7 @@ class UserStore:
 
     async def login_with_token(self, token: str) -> User:
         await trio.lowlevel.checkpoint()
+        self._refresh()
         # Tokens are uniformly random, so finding one by its SHA-256 leaks nothing useful.
         owner = self._tokens.get(token_digest(token))
         if owner is None:
@@ -149,9 +149,11 @@ class UserStore:
     # -- users ----------------------------------------------------------------------------------
 
     def get_user(self, user: int | str) -> User:
+        self._refresh()
         return self._account(user).user
 
     def list_users(self) -> list[User]:
+        self._refresh()
         return [self._accounts[i].user for i in sorted(self._accounts)]
 
     async def create_user(
@@ -165,70 +167,73 @@ class UserStore:
         _check_username(username)
         _check_password(password)
         hashed = await trio.to_thread.run_sync(hash_password, password)
-        if self._find(username) is not None:
-            raise UserExists(f"user {username!r} already exists")
-        account = self._add(self._next_id, username, hashed, permissions or Permissions(), status)
-        self._save()
+        with self._changing():
+            if self._find(username) is not None:
+                raise UserExists(f"user {username!r} already exists")
+            account = self._add(
+                self._next_id, username, hashed, permissions or Permissions(), status
+            )
         return account.user
 
     def ensure_user(self, username: str, password: str) -> User:
         """A default user (RabbitMQ's guest): created with the configured users' permissions
         when missing, left as it is (password, permissions, status) when it exists."""
-        account = self._find(username)
-        if account is None:
-            account = self._add(
-                self._next_id, username, hash_password(password), CONFIG_USER_PERMISSIONS
-            )
-            self._save()
+        with self._changing():
+            account = self._find(username)
+            if account is None:
+                account = self._add(
+                    self._next_id, username, hash_password(password), CONFIG_USER_PERMISSIONS
+                )
         return account.user
 
     def update_user(
         self, user: int | str, *, username: str | None = None, status: UserStatus | None = None
     ) -> User:
-        account = self._account(user)
-        if username is not None and username != account.user.username:
-            _check_username(username)
-            if self._find(username) is not None:
-                raise UserExists(f"user {username!r} already exists")
-        if status is UserStatus.INACTIVE and account.user.id == ROOT_ID:
-            raise InvalidRequest("the root user cannot be deactivated")
-        account.user = replace(
-            account.user,
-            username=username if username is not None else account.user.username,
-            status=status if status is not None else account.user.status,
-        )
-        self._save()
+        with self._changing():
+            account = self._account(user)
+            if username is not None and username != account.user.username:
+                _check_username(username)
+                if self._find(username) is not None:
+                    raise UserExists(f"user {username!r} already exists")
+            if status is UserStatus.INACTIVE and account.user.id == ROOT_ID:
+                raise InvalidRequest("the root user cannot be deactivated")
+            account.user = replace(
+                account.user,
+                username=username if username is not None else account.user.username,
+                status=status if status is not None else account.user.status,
+            )
         return account.user
 
     def update_permissions(self, user: int | str, permissions: Permissions) -> User:
-        account = self._account(user)
-        if account.user.id == ROOT_ID:  # Iggy: CannotChangePermissions
-            raise InvalidRequest("the root user's permissions cannot be changed")
-        account.user = replace(account.user, permissions=permissions)
-        self._save()
+        with self._changing():
+            account = self._account(user)
+            if account.user.id == ROOT_ID:  # Iggy: CannotChangePermissions
+                raise InvalidRequest("the root user's permissions cannot be changed")
+            account.user = replace(account.user, permissions=permissions)
         return account.user
 
     async def change_password(self, user: int | str, current: str, new: str) -> None:
         """Iggy checks the current password even when an admin changes another user's."""
         _check_password(new)
+        self._refresh()
         stored = self._account(user).password_hash
         ok, hashed = await trio.to_thread.run_sync(
             lambda: (verify_password(current, stored), hash_password(new))
         )
-        account = self._account(user)
-        if not ok or account.password_hash != stored:
-            raise InvalidCredentials("the current password is wrong")
-        account.password_hash = hashed
-        self._save()
+        with self._changing():
+            account = self._account(user)
+            if not ok or account.password_hash != stored:
+                raise InvalidCredentials("the current password is wrong")
+            account.password_hash = hashed
 
     def delete_user(self, user: int | str) -> User:
-        account = self._account(user)
-        if account.user.id == ROOT_ID:  # Iggy: CannotDeleteUser
-            raise InvalidRequest("the root user cannot be deleted")
-        del self._accounts[account.user.id]
-        for _, digest in account.tokens.values():
-            del self._tokens[digest]
-        self._save()
+        with self._changing():
+            account = self._account(user)
+            if account.user.id == ROOT_ID:  # Iggy: CannotDeleteUser
+                raise InvalidRequest("the root user cannot be deleted")
+            del self._accounts[account.user.id]
+            for _, digest in account.tokens.values():
+                del self._tokens[digest]
         return account.user
 
     # -- personal access tokens -----------------------------------------------------------------
@@ -238,45 +243,53 @@ class UserStore:
 
         Only its digest is kept: the returned string is the one chance to see the token.
         """
-        account = self._account(user)
         if len(name) not in TOKEN_NAME_LENGTH:
             raise InvalidRequest(f"token name must have {_bounds(TOKEN_NAME_LENGTH)} characters")
         if expiry_us is not None and expiry_us <= 0:
             raise InvalidRequest("token expiry must be positive")
-        if name in account.tokens:
-            raise AlreadyExists(f"user {account.user.username!r} already has a token {name!r}")
-        if len(account.tokens) >= MAX_TOKENS_PER_USER:
-            raise InvalidRequest(f"a user may have at most {MAX_TOKENS_PER_USER} tokens")
         token = new_token()
         expiry_at = None if expiry_us is None else self._clock() + expiry_us
-        self._add_token(account, TokenInfo(name=name, expiry_at_us=expiry_at), token_digest(token))
-        self._save()
+        with self._changing():
+            account = self._account(user)
+            if name in account.tokens:
+                raise AlreadyExists(f"user {account.user.username!r} already has a token {name!r}")
+            if len(account.tokens) >= MAX_TOKENS_PER_USER:
+                raise InvalidRequest(f"a user may have at most {MAX_TOKENS_PER_USER} tokens")
+            info = TokenInfo(name=name, expiry_at_us=expiry_at)
+            self._add_token(account, info, token_digest(token))
         return token
 
     def list_tokens(self, user: int | str) -> list[TokenInfo]:
+        self._refresh()
         return sorted((info for info, _ in self._account(user).tokens.values()), key=_by_name)
 
     def delete_token(self, user: int | str, name: str) -> None:
-        account = self._account(user)
-        entry = account.tokens.pop(name, None)
-        if entry is None:
-            raise NotFound(f"user {account.user.username!r} has no token {name!r}")
-        del self._tokens[entry[1]]
-        self._save()
+        with self._changing():
+            account = self._account(user)
+            entry = account.tokens.pop(name, None)
+            if entry is None:
+                raise NotFound(f"user {account.user.username!r} has no token {name!r}")
+            del self._tokens[entry[1]]
 
     def delete_expired_tokens(self) -> int:
         """What Iggy's token cleaner does periodically; returns how many were removed."""
         now = self._clock()
-        expired = [
-            (account, name)
+        self._refresh()
+        if not any(
+            info.expiry_at_us is not None and info.expiry_at_us <= now
             for account in self._accounts.values()
-            for name, (info, _) in account.tokens.items()
-            if info.expiry_at_us is not None and info.expiry_at_us <= now
-        ]
-        for account, name in expired:
-            del self._tokens[account.tokens.pop(name)[1]]
-        if expired:
-            self._save()
+            for info, _ in account.tokens.values()
+        ):
+            return 0
+        with self._changing():
+            expired = [
+                (account, name)
+                for account in self._accounts.values()
+                for name, (info, _) in account.tokens.items()
+                if info.expiry_at_us is not None and info.expiry_at_us <= now
+            ]
+            for account, name in expired:
+                del self._tokens[account.tokens.pop(name)[1]]
         return len(expired)
 
     # -- bookkeeping ----------------------------------------------------------------------------
@@ -313,9 +326,37 @@ class UserStore:
         account.tokens[info.name] = (info, digest)
         self._tokens[digest] = (account.user.id, info.name)
 
-    def _save(self) -> None:
-        if self._path is not None:
+    def _refresh(self) -> None:
+        """Take in the file when another gateway changed it since this one last saw it."""
+        if self._path is None:
+            return
+        stamp = user_store_file.stamp(self._path)
+        if stamp == self._seen:
+            return
+        doc = user_store_file.load(self._path)
+        self._accounts.clear()
+        self._tokens.clear()
+        self._next_id = ROOT_ID + 1
+        if doc is not None:
+            self._restore(doc)
+        self._seen = stamp
+
+    @contextmanager
+    def _changing(self) -> Iterator[None]:
+        """One change: under the file's lock, on top of what the file holds now, written before
+        the lock goes (nothing is written when the change raises)."""
+        if self._path is None:
+            yield
+            return
+        with user_store_file.locked(self._path):
+            self._refresh()
+            try:
+                yield
+            except BaseException:
+                self._seen = None  # what was changed in memory before the error: read again
+                raise
             user_store_file.save(self._path, self._dump())
+            self._seen = user_store_file.stamp(self._path)
 
     def _dump(self) -> dict[str, Any]:
         accounts = [self._accounts[i] for i in sorted(self._accounts)]

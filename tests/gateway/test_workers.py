@@ -22,6 +22,9 @@ import pytest
 import trio
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from protocols.iggy import Era, Framing, IggyClientCodec
+from protocols.iggy.frames_users import CreateUser
+from tests.helpers.iggy_wire import IggyWire, login_command
 from tests.helpers.listing import listing
 from tests.helpers.processes import accepted_on, alive, end_child
 from tests.helpers.tansu import Tansu, running_tansu
@@ -138,6 +141,7 @@ async def test_two_workers_share_the_port_and_sum_their_metrics(
                 lambda: metric(admin, "streamgate_messages_in_total", protocol="kafka")
             )
             assert stored == 50
+            await user_created_through_one_worker_logs_in_through_both(addresses, pids)
             up = await trio.to_thread.run_sync(
                 lambda: urllib.request.urlopen(f"http://{admin}/readyz", timeout=5).read()
             )
@@ -161,6 +165,33 @@ async def test_two_workers_share_the_port_and_sum_their_metrics(
                 await proc.wait()
             assert proc.returncode == 0
             assert not alive(pids[1])
+
+
+async def iggy_wire(address: str) -> IggyWire:
+    host, port = address.rsplit(":", 1)
+    stream = await trio.open_tcp_stream(host, int(port))
+    return IggyWire(stream, IggyClientCodec(Framing.VSR, era=Era.C))
+
+
+async def user_created_through_one_worker_logs_in_through_both(
+    addresses: dict[str, str], pids: list[int]
+) -> None:
+    """Users the workers keep in one file of theirs: one created over one connection logs in
+    over connections that the kernel gave to both workers."""
+    root = await iggy_wire(addresses["iggy"])
+    await root.ok(login_command(Era.C))
+    await root.ok(CreateUser(username="carol", password="carol-pw", status=1))
+    await root.aclose()
+    port = int(addresses["iggy"].rsplit(":", 1)[1])
+    wires = [await iggy_wire(addresses["iggy"]) for _ in range(CONNECTIONS)]
+    try:
+        for wire in wires:
+            await wire.ok(login_command(Era.C, "carol", "carol-pw"))
+        shares = [accepted_on(pid, port) for pid in pids]
+    finally:
+        for wire in wires:
+            await wire.aclose()
+    assert all(shares), shares  # both workers logged carol in
 
 
 @pytest.mark.parametrize(

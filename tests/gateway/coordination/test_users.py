@@ -353,7 +353,8 @@ async def test_the_file_round_trips_and_holds_no_secrets(tmp_path: Path) -> None
         assert secret not in text
     assert json.loads(text)["version"] == 1
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert [p.name for p in path.parent.iterdir()] == ["users.json"]  # no temporary file left
+    # no temporary file left; the lock file that gateways sharing the store take turns on
+    assert sorted(p.name for p in path.parent.iterdir()) == [".users.json.lock", "users.json"]
 
     # Root credentials only apply on first start; the configuration keeps alice's password.
     again = UserStore({"alice": "alice-pw"}, path=path, root_password="ignored", clock=clock)
@@ -382,3 +383,34 @@ def test_a_foreign_file_is_refused(tmp_path: Path) -> None:
     path.write_text('{"version": 99}')
     with pytest.raises(ValueError, match="not a streamgate user store"):
         UserStore(path=path)
+
+
+# -- one file, several gateways ----------------------------------------------------------------
+
+
+async def test_gateways_sharing_the_file_see_each_others_users(tmp_path: Path) -> None:
+    """Two stores on one file, as two gateways on one volume: what either creates, changes or
+    deletes, the other authenticates accordingly; changes from both are kept, ids unique."""
+    path = tmp_path / "users.json"
+    a = UserStore({"svc": "svc-pw"}, path=path)
+    b = UserStore({"svc": "svc-pw"}, path=path)
+    alice = await a.create_user("alice", "alice-pw")
+    assert (await b.login("alice", "alice-pw")).id == alice.id
+    bob = await b.create_user("bob", "bob-pw")  # b's change is made on top of a's
+    assert bob.id != alice.id
+    assert {u.username for u in a.list_users()} >= {"alice", "bob", "svc"}
+    token = a.create_token("bob", "ci-deploy")
+    assert (await b.login_with_token(token)).username == "bob"
+    b.update_user("alice", status=UserStatus.INACTIVE)
+    with pytest.raises(UserInactive):
+        await a.login("alice", "alice-pw")
+    a.delete_user("bob")
+    with pytest.raises(InvalidToken):
+        await b.login_with_token(token)
+    with pytest.raises(InvalidCredentials):
+        await b.login("bob", "bob-pw")
+    # A name taken through the other gateway is refused, not stored twice.
+    with pytest.raises(UserExists):
+        await b.create_user("alice", "other-pw")
+    names = [u.username for u in UserStore(path=path).list_users()]
+    assert sorted(names) == sorted(set(names))
