@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import structlog
 import trio
 
-from gateway.backends import Backend, NativeGroups, NativeProducerIds
+from gateway.backends import Backend, NativeGroups, NativeProducerIds, NativePublisherDedup
 from gateway.coordination import GroupCoordinator, ProducerIds, UserStore
 from gateway.metrics import Metrics
 from gateway.model import (
@@ -44,6 +44,7 @@ from gateway.model import (
     ListOffsets,
     ListStreams,
     ListTopics,
+    PublisherSequence,
     PurgeStream,
     PurgeTopic,
     Read,
@@ -131,6 +132,8 @@ class Router:
             _bind(t, InitProducer, backend.init_producer)
         else:
             _bind(t, InitProducer, self._init_producer)
+        if isinstance(backend, NativePublisherDedup) and backend.capabilities.publisher_dedup:
+            _bind(t, PublisherSequence, backend.publisher_sequence)
         native = isinstance(backend, NativeGroups) and backend.capabilities.native_groups
         groups: NativeGroups | None = coordinator  # the same methods, structurally
         if isinstance(backend, NativeGroups) and native:

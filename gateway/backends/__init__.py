@@ -8,6 +8,7 @@ from .base import (
     Capabilities,
     NativeGroups,
     NativeProducerIds,
+    NativePublisherDedup,
 )
 
 __all__ = [
@@ -17,4 +18,5 @@ __all__ = [
     "Capabilities",
     "NativeGroups",
     "NativeProducerIds",
+    "NativePublisherDedup",
 ]

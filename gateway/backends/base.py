@@ -58,6 +58,8 @@ from gateway.model import (
     ListStreamsResult,
     ListTopics,
     ListTopicsResult,
+    PublisherSequence,
+    PublisherSequenceResult,
     PurgeStream,
     PurgeStreamResult,
     PurgeTopic,
@@ -99,6 +101,9 @@ class Capabilities:
     timestamp_index: bool = True  # ListOffsets by timestamp without a scan
     idempotent_producers: bool = False  # Append dedups by producer id and sequence
     duplicate_offsets: bool = True  # a duplicate append answers the original offsets
+    # Append.publisher/publishing_ids are deduplicated by the broker (RabbitMQ Stream's own),
+    # for every gateway in front of it: NativePublisherDedup.
+    publisher_dedup: bool = False
     streams: bool = True  # namespaces; False: only the default stream
     max_message_bytes: int = 64 << 20
     # Wire formats the backend stores as-is (batches in them are never decoded on append).
@@ -160,6 +165,14 @@ class NativeProducerIds(Protocol):
     (``capabilities.idempotent_producers``), the same for every gateway in front of it."""
 
     async def init_producer(self, cmd: InitProducer) -> InitProducerResult: ...
+
+
+@runtime_checkable
+class NativePublisherDedup(Protocol):
+    """A backend whose broker deduplicates by publisher reference and publishing id
+    (``capabilities.publisher_dedup``) and tells the highest id it stored."""
+
+    async def publisher_sequence(self, cmd: PublisherSequence) -> PublisherSequenceResult: ...
 
 
 B = TypeVar("B", bound=Backend)

@@ -139,6 +139,12 @@ class Append(Command[r.AppendResult]):
     # publishing ids, Rog says Ok): a backend that learns offsets only after the broker stored
     # them (RabbitMQ) may then answer at once, with ``base_offset`` -1.
     offset_needed: bool = True
+    # RabbitMQ Stream deduplication by the backend (``capabilities.publisher_dedup``): the
+    # client's publisher reference and its publishing ids, one per entry of ``batch``; an id
+    # not above the highest stored for the reference is dropped by the broker. Offsets are then
+    # not learned (``offset_needed`` is False).
+    publisher: str = ""
+    publishing_ids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -151,6 +157,17 @@ class InitProducer(Command[r.InitProducerResult]):
     # KIP-360: a producer that already has an id asks for its epoch to be bumped.
     producer_id: int = -1
     producer_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PublisherSequence(Command[r.PublisherSequenceResult]):
+    """The highest publishing id a partition stored for a publisher reference (RabbitMQ
+    Stream's QueryPublisherSequence), where the backend deduplicates (0: none)."""
+
+    name: ClassVar[str] = "publisher_sequence"
+    topic: Topic
+    partition: int
+    publisher: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -314,6 +331,7 @@ __all__ = [
     "ListOffsets",
     "ListStreams",
     "ListTopics",
+    "PublisherSequence",
     "PurgeStream",
     "PurgeTopic",
     "Read",

@@ -221,6 +221,11 @@ class InitProducerResult:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PublisherSequenceResult:
+    sequence: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AuthenticateResult:
     user_id: int
     username: str
@@ -261,6 +266,7 @@ __all__ = [
     "ListTopicsResult",
     "MemberInfo",
     "PartitionInfo",
+    "PublisherSequenceResult",
     "PurgeStreamResult",
     "PurgeTopicResult",
     "ReadResult",

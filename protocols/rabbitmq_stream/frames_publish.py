@@ -221,11 +221,16 @@ _PUBLISH_HEAD = struct.Struct(">IHHBi")  # size, key, version, publisher id, ent
 
 
 def publish_frames(
-    publisher_id: int, first_id: int, stored: bytes, max_frame_size: int
+    publisher_id: int,
+    first_id: int,
+    stored: bytes,
+    max_frame_size: int,
+    ids: Sequence[int] | None = None,
 ) -> tuple[list[bytes], int, int]:
     """Publish v1 frames (whole, size prefix included) of entries encoded as a chunk holds them
     (``uint32 length, bytes`` or a sub-batch: what ``SimpleEntries.stored`` holds), numbered
-    from ``first_id``, as many per frame as fit ``max_frame_size`` (its size prefix excluded,
+    from ``first_id`` (or given their publishing ``ids``, one per entry: a deduplicating
+    publisher's own), as many per frame as fit ``max_frame_size`` (its size prefix excluded,
     §7; an entry too large for it goes alone); how many entries there were, and the size of the
     largest. The client's hot path: no object per entry."""
     view = memoryview(stored)
@@ -250,13 +255,20 @@ def publish_frames(
         if parts and size + item > limit:
             frames.append(_publish_frame(publisher_id, parts, size))
             parts, size = [], 0
-        parts.append(U64.encode(first_id + count))
+        if ids is None:
+            parts.append(U64.encode(first_id + count))
+        elif count < len(ids):
+            parts.append(U64.encode(ids[count]))
+        else:
+            raise LocalProtocolError(f"more entries than the {len(ids)} publishing ids given")
         parts.append(view[pos:after])
         size += item
         count += 1
         pos = after
     if parts:
         frames.append(_publish_frame(publisher_id, parts, size))
+    if ids is not None and count != len(ids):
+        raise LocalProtocolError(f"{count} entries for {len(ids)} publishing ids")
     return frames, count, largest
 
 

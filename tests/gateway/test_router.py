@@ -15,6 +15,7 @@ import gateway.model as model
 from gateway.backends import Backend
 from gateway.backends.embedded import EmbeddedBackend, open_embedded
 from gateway.backends.kafka import KafkaBackend
+from gateway.backends.rabbitmq_stream import RabbitStreamBackend
 from gateway.coordination import GroupCoordinator, UserStore
 from gateway.metrics import Metrics
 from gateway.model import (
@@ -37,6 +38,7 @@ from gateway.model import (
     ListGroups,
     Message,
     MessageBatch,
+    PublisherSequence,
     Read,
     ReadResult,
     SyncGroup,
@@ -64,6 +66,10 @@ NOT_BACKEND: list[Command[Any]] = [
     ListGroups(),
     Authenticate(mechanism="PLAIN", username="u", secret=b"p"),
     InitProducer(),
+]
+# What only a backend whose broker deduplicates publishers answers (RabbitMQ's).
+BROKER_ONLY: list[Command[Any]] = [
+    PublisherSequence(topic=Topic("s", "t"), partition=0, publisher="ref"),
 ]
 GROUP_COMMANDS = [c for c in NOT_BACKEND if not isinstance(c, Authenticate | InitProducer)]
 
@@ -96,14 +102,14 @@ def commands_seen(registry: CollectorRegistry, command: str, error_type: str = "
 
 def test_the_command_classes_are_every_command() -> None:
     assert sorted(c.name for c in COMMAND_CLASSES) == sorted(COMMAND_NAMES)
-    assert {type(c) for c in NOT_BACKEND} == {
+    assert {type(c) for c in (*NOT_BACKEND, *BROKER_ONLY)} == {
         c for c in COMMAND_CLASSES if not hasattr(Backend, c.name)
     }
 
 
 def test_every_command_is_bound_with_a_coordinator_and_users(tmp_path: Path) -> None:
     r, _ = router(EmbeddedBackend(tmp_path))
-    assert [c.name for c in COMMAND_CLASSES if not r.supports(c)] == []
+    assert [c.name for c in COMMAND_CLASSES if not r.supports(c)] == ["publisher_sequence"]
 
 
 async def test_without_coordinator_and_users_only_backend_commands_run(tmp_path: Path) -> None:
@@ -207,3 +213,11 @@ async def test_commits_are_checked_against_the_group_then_stored(tmp_path: Path)
             await r.execute(CommitOffset(group="g", topic=TOPIC, partition=0, offset=5), ctx)
             fetched = await r.execute(FetchOffset(group="g", topic=TOPIC, partition=0), ctx)
             assert fetched.offset == 5
+
+
+def test_publisher_sequences_are_asked_of_a_broker_that_deduplicates(tmp_path: Path) -> None:
+    """RabbitMQ's broker deduplicates publishers itself: the router sends it the query; on the
+    embedded store the RabbitMQ listener keeps the sequence itself, and the router has none."""
+    rabbit = RabbitStreamBackend.from_url("rabbitmq-stream://guest:guest@127.0.0.1:1/%2F")
+    assert router(rabbit)[0].supports(PublisherSequence)
+    assert not router(EmbeddedBackend(tmp_path))[0].supports(PublisherSequence)

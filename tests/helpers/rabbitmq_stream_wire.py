@@ -48,14 +48,25 @@ class RabbitWire:
         self._correlation = itertools.count(1)
 
     @classmethod
-    async def open(cls, running: Running) -> RabbitWire:
+    async def open(cls, running: Running | str) -> RabbitWire:
+        """A connection to a gateway's RabbitMQ Stream listener (or to ``host:port``)."""
+        if isinstance(running, str):
+            host, port = running.rsplit(":", 1)
+            address = (host, int(port))
+        else:
+            address = running.address("rabbitmq_stream")
         with trio.fail_after(LIMIT_S):
-            stream = await trio.open_tcp_stream(*running.address("rabbitmq_stream"))
+            stream = await trio.open_tcp_stream(*address)
         return cls(stream)
 
     @classmethod
     async def connected(
-        cls, running: Running, *, frame_max: int = 1_048_576, heartbeat: int = 0, vhost: str = "/"
+        cls,
+        running: Running | str,
+        *,
+        frame_max: int = 1_048_576,
+        heartbeat: int = 0,
+        vhost: str = "/",
     ) -> RabbitWire:
         """Handshake done and ``vhost`` open; heartbeat 0 (none) unless asked for."""
         wire = await cls.open(running)

@@ -23,7 +23,15 @@ from rstream import (
     Producer,
 )
 
-__all__ = ["WAIT_S", "Read", "in_asyncio", "publish_direct", "read_direct", "read_until"]
+__all__ = [
+    "WAIT_S",
+    "Read",
+    "in_asyncio",
+    "publish_direct",
+    "read_direct",
+    "read_until",
+    "stream_exists",
+]
 
 T = TypeVar("T")
 
@@ -40,6 +48,12 @@ async def in_asyncio(scenario: Callable[[], Awaitable[T]], *, limit_s: float = 3
 
     with trio.fail_after(limit_s):
         return await trio.to_thread.run_sync(lambda: asyncio.run(main()), abandon_on_cancel=True)
+
+
+async def stream_exists(where: dict[str, Any], stream: str) -> bool:
+    """Whether the broker has ``stream`` (a Metadata request of rstream's)."""
+    async with Consumer(**where) as consumer:
+        return await consumer.stream_exists(stream)
 
 
 async def publish_direct(

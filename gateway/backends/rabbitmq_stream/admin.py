@@ -244,17 +244,26 @@ class Admin:
         config: TopicConfig,
         base: str,
     ) -> None:
+        """The topic's record, written until it is the one the log keeps: another gateway's
+        create of the same name that came first means TopicExists (and the caller drops its
+        streams); one that took the same free id first means another id."""
         catalog = self.catalog
         if topic.stream not in catalog.streams:
             await self._new_stream(topic.stream, None)
-        tid = catalog.free_topic_id(topic.stream, wanted)
-        if tid is None:
-            raise TopicExists(f"topic id {wanted} is taken in stream {topic.stream!r}")
-        rid = new_rid()
-        entry = TopicEntry(stream=topic.stream, name=topic.name, id=tid, uid=rid,
-                           partitions=partitions, config=config, created_us=now_us(),
-                           starts=[0] * len(partitions), base=base)  # fmt: skip
-        await self.log.write(entry.record(rid))
+        while True:
+            if (topic.stream, topic.name) in catalog.topics:
+                raise TopicExists(f"topic {topic} already exists (created at the same time)")
+            tid = catalog.free_topic_id(topic.stream, wanted)
+            if tid is None:
+                raise TopicExists(f"topic id {wanted} is taken in stream {topic.stream!r}")
+            rid = new_rid()
+            entry = TopicEntry(stream=topic.stream, name=topic.name, id=tid, uid=rid,
+                               partitions=partitions, config=config, created_us=now_us(),
+                               starts=[0] * len(partitions), base=base)  # fmt: skip
+            await self.log.write(entry.record(rid))
+            kept = catalog.topics.get((topic.stream, topic.name))
+            if kept is not None and kept.uid == rid:
+                return
 
     async def create_topic(self, cmd: CreateTopic) -> TopicEntry:
         topic = cmd.topic
@@ -276,7 +285,12 @@ class Admin:
             names = [partition_name(base, i, cmd.partitions) for i in range(cmd.partitions)]
             catalog.check_free(names)
             await self._create_all(names, cmd.config)
-            await self._put_new(topic, cmd.id, names, cmd.config, base)
+            try:
+                await self._put_new(topic, cmd.id, names, cmd.config, base)
+            except TopicExists:  # lost to another gateway's create: its streams stay
+                with trio.CancelScope(shield=True), self.link.watchdog.bound(10):
+                    await self._delete(names)
+                raise
         return catalog.topic(topic)
 
     async def delete_topic(self, topic: Topic) -> None:

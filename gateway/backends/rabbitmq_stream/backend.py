@@ -37,7 +37,7 @@ from gateway.backends.base import BackendSettings, BackendUrlError, Capabilities
 from gateway.backends.rabbitmq_stream.admin import Admin
 from gateway.backends.rabbitmq_stream.catalog import CATALOG_STREAM, Catalog
 from gateway.backends.rabbitmq_stream.catalog_log import CatalogLog
-from gateway.backends.rabbitmq_stream.conn import Connection, Settings
+from gateway.backends.rabbitmq_stream.conn import Connection, Settings, check
 from gateway.backends.rabbitmq_stream.data import Data, partition_stream
 from gateway.backends.rabbitmq_stream.link import Link
 from gateway.backends.watchdog import Watchdog
@@ -71,6 +71,8 @@ from gateway.model import (
     ListStreamsResult,
     ListTopics,
     ListTopicsResult,
+    PublisherSequence,
+    PublisherSequenceResult,
     PurgeStream,
     PurgeStreamResult,
     PurgeTopic,
@@ -145,6 +147,7 @@ class RabbitStreamBackend:
             native_offsets=True,
             timestamp_index=True,
             idempotent_producers=False,
+            publisher_dedup=True,  # the client's reference on the broker's publisher
             streams=True,
             max_message_bytes=max_message_bytes,
             wire_formats=frozenset({WIRE_FORMAT}),
@@ -249,6 +252,24 @@ class RabbitStreamBackend:
 
     async def read(self, cmd: Read) -> ReadResult:
         return await self.data.read(cmd)
+
+    async def publisher_sequence(self, cmd: PublisherSequence) -> PublisherSequenceResult:
+        """The broker's QueryPublisherSequence: what every gateway's publishers with that
+        reference stored on the partition's stream (0: nothing)."""
+        stream = partition_stream(await self.admin.resolve(cmd.topic), cmd.partition)
+
+        async def once() -> int:
+            conn = await self.link.connection()
+            reply = await conn.call(
+                lambda c: rs.QueryPublisherSequence(
+                    correlation_id=c, reference=cmd.publisher, stream=stream
+                )
+            )
+            check(reply, f"QueryPublisherSequence on {stream!r}")
+            assert isinstance(reply, rs.QueryPublisherSequenceResponse)
+            return reply.sequence
+
+        return PublisherSequenceResult(sequence=await self.link.retry(once))
 
     async def list_offsets(self, cmd: ListOffsets) -> ListOffsetsResult:
         return await self.data.list_offsets(cmd)

@@ -223,16 +223,28 @@ class Catalog:
             base=str(r.get("base") or r["parts"][0]),
         )
         old = [t for t in self.topics.values() if t.uid == entry.uid]
+        if not old and self._taken(entry):
+            # Two gateways created the same name (or took the same id) at once: the first
+            # record in the log wins, for every gateway alike; the loser finds its topic
+            # missing after the write and says so (``admin.create_topic``).
+            log.info("catalog: a concurrent create lost", stream=entry.stream, topic=entry.name)
+            return
         for topic in old:  # the same topic rewritten: renamed, grown, shrunk, purged...
             del self.topics[(topic.stream, topic.name)]
             for name in topic.partitions:
                 self.owners.pop(name, None)
         clash = self.topics.get((entry.stream, entry.name))
-        if clash is not None:  # another gateway made it meanwhile: the later record wins
+        if clash is not None:  # renamed onto a name made meanwhile: the later record wins
             self._drop(clash)
         self.topics[(entry.stream, entry.name)] = entry
         for name in entry.partitions:
             self.owners[name] = entry
+
+    def _taken(self, entry: TopicEntry) -> bool:
+        """Whether a new topic's name or id belongs to another topic already."""
+        return (entry.stream, entry.name) in self.topics or any(
+            t.stream == entry.stream and t.id == entry.id for t in self.topics.values()
+        )
 
     def _drop(self, topic: TopicEntry) -> None:
         self.topics.pop((topic.stream, topic.name), None)

@@ -34,7 +34,7 @@ from gateway.backends.rabbitmq_stream.catalog_log import CatalogLog
 from gateway.backends.rabbitmq_stream.conn import check
 from gateway.backends.rabbitmq_stream.link import Link
 from gateway.backends.rabbitmq_stream.publisher import Publisher
-from gateway.backends.rabbitmq_stream.streams import Kept
+from gateway.backends.rabbitmq_stream.streams import Kept, keyed_publisher
 from gateway.backends.rabbitmq_stream.streams import publishers as kept_publishers
 from gateway.backends.rabbitmq_stream.streams import tails as kept_tails
 from gateway.backends.rabbitmq_stream.tail import Stored, Tail
@@ -185,12 +185,15 @@ class Data:
 
         return await self.sub_link.retry(once)
 
-    async def publisher(self, stream: str) -> Publisher:
+    async def publisher(self, stream: str, reference: str = "") -> Publisher:
+        """The stream's publisher on the publishing connection; with a ``reference``, one
+        declared with it (the broker then deduplicates by it), kept under its own key."""
+
         async def once() -> Publisher:
             conn = await self.link.connection()
             if self.publishers is None or self.publishers.conn is not conn:
                 self.publishers = kept_publishers(conn)
-            return await self.publishers.get(stream)
+            return await self.publishers.get(keyed_publisher(stream, reference))
 
         return await self.link.retry(once)
 
@@ -223,7 +226,7 @@ class Data:
         entry, stream = await self._target(cmd.topic, cmd.partition)
         limit = entry.config.max_message_bytes or self.max_message_bytes
         stored, records = entries_of(cmd.batch, limit if limit > 0 else self.max_message_bytes)
-        if not cmd.offset_needed:
+        if not cmd.offset_needed or cmd.publisher:
             return await self._publish_only(cmd, entry, stream, stored, records)
 
         tail = await self.tail(stream)
@@ -267,11 +270,13 @@ class Data:
         self, cmd: Append, entry: TopicEntry, stream: str, stored: bytes, records: int
     ) -> AppendResult:
         """An append whose offsets nobody asked for: done on PublishConfirm, without waiting
-        for the tail to see where the entries landed (RabbitMQ's delivery latency, ~2 ms)."""
-        publisher = await self.publisher(stream)
+        for the tail to see where the entries landed (RabbitMQ's delivery latency, ~2 ms). With
+        a publisher reference, the broker drops what it stored before for it (and confirms)."""
+        publisher = await self.publisher(stream, cmd.publisher)
+        ids = cmd.publishing_ids if cmd.publisher else None
         with publisher.conn.watchdog.bound(LOCATE_TIMEOUT_S) as sending:
             async with publisher.lock:
-                batch = await publisher.send(stored, lambda: None)
+                batch = await publisher.send(stored, lambda: None, ids)
         if sending.cancelled_caught:
             raise Timeout(f"RabbitMQ took no Publish on {stream!r} for {LOCATE_TIMEOUT_S} s")
         await publisher.wait(batch)

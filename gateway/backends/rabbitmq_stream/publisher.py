@@ -1,17 +1,21 @@
-"""One RabbitMQ publisher (rabbitmq-stream.md §5 Publishing): DeclarePublisher without a
-reference (the gateway does not deduplicate: ``idempotent_producers`` is False), Publish v1
+"""One RabbitMQ publisher (rabbitmq-stream.md §5 Publishing): DeclarePublisher, Publish v1
 frames within the negotiated frame_max, and the wait for PublishConfirm / PublishError of every
 publishing id. Publish v2 is never sent: 3.10 would close the connection (§10).
 
-Publishing ids are numbered per publisher from 1; a batch takes a contiguous range, so a confirm
-finds its batch by bisection. The publisher dies with its connection or its stream
+Without a reference, publishing ids are numbered per publisher from 1; a batch takes a
+contiguous range, so a confirm finds its batch by bisection. With a reference (a RabbitMQ Stream
+client's own, ``Append.publisher``) the broker deduplicates: the entries go with the client's
+publishing ids, and an id not above the highest the stream stored for that reference is
+confirmed without being stored, whichever gateway sent it; such a batch is found by its ids.
+
+The publisher dies with its connection or its stream
 (MetadataUpdate): every waiting batch then fails with ``BackendUnavailable`` (retriable).
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import trio
@@ -36,11 +40,18 @@ _ITEM_OVERHEAD: Final = 8  # the publishing id before each entry
 class Batch:
     """Publishing ids ``first .. first + count - 1``, waiting for their confirms."""
 
-    __slots__ = ("count", "done", "error", "first", "on_error", "remaining")
+    __slots__ = ("count", "done", "error", "first", "ids", "on_error", "remaining")
 
-    def __init__(self, first: int, count: int, on_error: Callable[[], None] | None) -> None:
+    def __init__(
+        self,
+        first: int,
+        count: int,
+        on_error: Callable[[], None] | None,
+        ids: frozenset[int] | None = None,
+    ) -> None:
         self.first = first
         self.count = count
+        self.ids = ids  # a reference publisher's: the client's ids, maybe not contiguous
         self.remaining = count
         self.done = trio.Event()
         self.error: GatewayError | None = None
@@ -48,9 +59,10 @@ class Batch:
 
 
 class Publisher:
-    def __init__(self, conn: Connection, stream: str) -> None:
+    def __init__(self, conn: Connection, stream: str, reference: str = "") -> None:
         self.conn = conn
         self.stream = stream
+        self.reference = reference
         self.id = -1
         self.lock = trio.Lock()  # held while a batch is registered and sent: Publish in order
         self.error: GatewayError | None = None
@@ -59,15 +71,16 @@ class Publisher:
         self._batches: list[Batch] = []
 
     @classmethod
-    async def declare(cls, conn: Connection, stream: str) -> Publisher:
-        publisher = cls(conn, stream)
+    async def declare(cls, conn: Connection, stream: str, reference: str = "") -> Publisher:
+        publisher = cls(conn, stream, reference)
         publisher.id = conn.add_publisher(publisher)
         try:
             reply = await conn.call(
                 lambda c: rs.DeclarePublisher(
-                    correlation_id=c, publisher_id=publisher.id, reference="", stream=stream
+                    correlation_id=c, publisher_id=publisher.id, reference=reference,
+                    stream=stream,
                 )
-            )
+            )  # fmt: skip
             check(reply, f"DeclarePublisher on {stream!r}")
         except BaseException:
             conn.remove_publisher(publisher.id, delete=False)
@@ -89,22 +102,32 @@ class Publisher:
 
     # --- publishing ------------------------------------------------------------------------------
 
-    async def send(self, stored: bytes, on_error: Callable[[], None] | None = None) -> Batch:
+    async def send(
+        self,
+        stored: bytes,
+        on_error: Callable[[], None] | None = None,
+        ids: Sequence[int] | None = None,
+    ) -> Batch:
         """Send the entries ``stored`` (encoded as a chunk holds them; call with ``lock`` held
         so batches go out in order); then ``await wait(batch)``. ``on_error`` runs the moment
-        the batch fails."""
+        the batch fails. ``ids``: a reference publisher's publishing ids, one per entry."""
         if self.error is not None:
             raise self.error
+        if (ids is not None) != bool(self.reference):
+            raise CorruptMessage("publishing ids go with a publisher reference, and only there")
         try:
             frames, count, largest = rs.publish_frames(
-                self.id, self._next_id, stored, self.conn.frame_max
+                self.id, self._next_id, stored, self.conn.frame_max, ids
             )
         except LocalProtocolError as exc:
             raise CorruptMessage(f"entries to publish: {exc}") from None
         if largest + _ITEM_OVERHEAD > self.conn.frame_max - _FRAME_OVERHEAD:
             raise MessageTooLarge(f"a {largest}-byte entry does not fit frame_max")
-        batch = Batch(self._next_id, count, on_error)
-        self._next_id += count
+        if ids is not None:
+            batch = Batch(min(ids, default=0), count, on_error, frozenset(ids))
+        else:
+            batch = Batch(self._next_id, count, on_error)
+            self._next_id += count
         self._starts.append(batch.first)
         self._batches.append(batch)
         try:
@@ -130,6 +153,8 @@ class Publisher:
     # --- the connection's callbacks (PublishSink) ----------------------------------------------
 
     def _find(self, publishing_id: int) -> Batch | None:
+        if self.reference:  # the client's ids: few batches in flight, found by membership
+            return next((b for b in self._batches if publishing_id in (b.ids or ())), None)
         i = bisect.bisect_right(self._starts, publishing_id) - 1
         if i < 0:
             return None
@@ -142,6 +167,12 @@ class Publisher:
             if batch.on_error is not None:
                 batch.on_error()
         batch.done.set()
+        if self.reference:
+            for i, kept in enumerate(self._batches):
+                if kept is batch:
+                    del self._starts[i], self._batches[i]
+                    break
+            return
         i = bisect.bisect_left(self._starts, batch.first)
         if i < len(self._batches) and self._batches[i] is batch:
             del self._starts[i], self._batches[i]
@@ -149,7 +180,7 @@ class Publisher:
     def confirmed(self, ids: tuple[int, ...]) -> None:
         batch: Batch | None = None
         for publishing_id in ids:  # mostly in order: the last batch found is tried first
-            if batch is None or not batch.first <= publishing_id < batch.first + batch.count:
+            if batch is None or not _holds(batch, publishing_id):
                 batch = self._find(publishing_id)
                 if batch is None:
                     continue
@@ -169,6 +200,12 @@ class Publisher:
         self.error = why
         for batch in list(self._batches):
             self._settle(batch, why)
+
+
+def _holds(batch: Batch, publishing_id: int) -> bool:
+    if batch.ids is not None:
+        return publishing_id in batch.ids
+    return batch.first <= publishing_id < batch.first + batch.count
 
 
 __all__ = ["Batch", "Publisher"]

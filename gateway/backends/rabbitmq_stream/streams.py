@@ -82,8 +82,20 @@ def tails(conn: Connection) -> Kept[Tail]:
     return Kept(conn, Tail.open, MAX_TAILS)
 
 
+def keyed_publisher(stream: str, reference: str = "") -> str:
+    """The key of a stream's publisher with ``reference`` among the kept ones: the stream's
+    name alone without one (so ``forget`` finds it), NUL-separated with one (a stream name
+    never holds NUL)."""
+    return f"{stream}\0{reference}" if reference else stream
+
+
+async def _declare(conn: Connection, key: str) -> Publisher:
+    stream, _, reference = key.partition("\0")
+    return await Publisher.declare(conn, stream, reference)
+
+
 def publishers(conn: Connection) -> Kept[Publisher]:
-    return Kept(conn, Publisher.declare, MAX_PUBLISHERS)
+    return Kept(conn, _declare, MAX_PUBLISHERS)
 
 
-__all__ = ["Kept", "publishers", "tails"]
+__all__ = ["Kept", "keyed_publisher", "publishers", "tails"]

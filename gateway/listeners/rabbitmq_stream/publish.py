@@ -8,9 +8,13 @@ refused, nothing stored) but stored compressed.
 
 Deduplication (§5): a publisher with a reference has its publishing ids tracked per partition
 stream; an entry whose id is not above the highest one stored is confirmed but not stored.
-The highest id is kept as a committed offset of the internal group ``__rabbitmq_publisher.<ref>``
-(id + 1, the canonical NEXT convention), written after the append and before the confirm, so a
-gateway restart keeps it (QueryPublisherSequence answers it, clients resume after it).
+Where the backend's broker deduplicates (``capabilities.publisher_dedup``: RabbitMQ), the
+entries go to it with the reference and their ids, and it decides, atomically with the append
+and for every gateway in front of it; QueryPublisherSequence asks it. Elsewhere the gateway
+decides: the highest id is kept as a committed offset of the internal group
+``__rabbitmq_publisher.<ref>`` (id + 1, the canonical NEXT convention), written after the append
+and before the confirm, so a gateway restart keeps it (QueryPublisherSequence answers it,
+clients resume after it); that holds for one gateway only (README, "Running many gateways").
 """
 
 from __future__ import annotations
@@ -27,7 +31,14 @@ from gateway.listeners.rabbitmq_stream.session import (
     fails,
     handles,
 )
-from gateway.model import Append, CommitOffset, FetchOffset, GatewayError, MessageBatch
+from gateway.model import (
+    Append,
+    CommitOffset,
+    FetchOffset,
+    GatewayError,
+    MessageBatch,
+    PublisherSequence,
+)
 from gateway.translate.rabbitmq_stream import chunks as trm
 from gateway.translate.rabbitmq_stream import requests as tr
 from protocols import rabbitmq_stream as rs
@@ -38,7 +49,18 @@ from protocols.rabbitmq_stream.chunk import Entry, SimpleEntry, SubEntryBatch
 PUBLISHER_GROUP = "__rabbitmq_publisher."
 
 
+def _broker_dedups(s: Session) -> bool:
+    return s.router.supports(PublisherSequence)
+
+
 async def stored_sequence(s: Session, target: Target, reference: str) -> int:
+    if _broker_dedups(s):
+        sequence = await s.router.execute(
+            PublisherSequence(topic=target.topic, partition=target.partition,
+                              publisher=reference),
+            s.ctx,
+        )  # fmt: skip
+        return sequence.sequence
     found = await s.router.execute(
         FetchOffset(group=PUBLISHER_GROUP + reference, topic=target.topic,
                     partition=target.partition),
@@ -103,6 +125,8 @@ async def publish(s: Session, f: rs.Publish) -> rs.Frame | None:
         s.require("send_messages", publisher.target.info.id)
     except GatewayError as exc:
         return _errors(f.publisher_id, ids, tr.response_code(exc))
+    if publisher.reference and _broker_dedups(s):
+        return await _publish_deduplicated(s, publisher, f, ids)
     if (
         isinstance(simple, rs.SimpleEntries)
         and ids
@@ -130,6 +154,38 @@ async def publish(s: Session, f: rs.Publish) -> rs.Frame | None:
         return rs.PublishConfirm(publisher_id=f.publisher_id, publishing_ids=tuple(ids))
     batch = MessageBatch(wire=trm.wire_batch(fresh, timestamp_us=time.time_ns() // 1000))
     return await _append(s, publisher, f, batch, fresh_ids, duplicate_ids, last)
+
+
+async def _publish_deduplicated(
+    s: Session, publisher: Publisher, f: rs.Publish, ids: list[int]
+) -> rs.Frame:
+    """Every entry to the backend with its publishing id: its broker drops (and confirms) those
+    it stored before for this reference, through whichever gateway."""
+    if not ids:
+        return rs.PublishConfirm(publisher_id=f.publisher_id, publishing_ids=())
+    simple = f.messages
+    if isinstance(simple, rs.SimpleEntries):
+        wire = trm.stored_batch(simple.stored, len(simple), timestamp_us=time.time_ns() // 1000)
+    else:
+        try:
+            entries = [_entry(item) for item in f.messages]
+        except RemoteProtocolError as exc:
+            s.conn.log.info("malformed sub-entry batch", error=str(exc))
+            return _errors(f.publisher_id, ids, ResponseCode.PRECONDITION_FAILED)
+        wire = trm.wire_batch(entries, timestamp_us=time.time_ns() // 1000)
+    target = publisher.target
+    try:
+        await s.router.execute(
+            Append(topic=target.topic, partition=target.partition,
+                   batch=MessageBatch(wire=wire), offset_needed=False,
+                   publisher=publisher.reference, publishing_ids=tuple(ids)),
+            s.ctx,
+        )  # fmt: skip
+    except GatewayError as exc:
+        s.conn.log.info("publish refused", error=exc.message)
+        return _errors(f.publisher_id, ids, tr.response_code(exc))
+    publisher.last = max(publisher.last, max(ids))
+    return rs.PublishConfirm(publisher_id=f.publisher_id, publishing_ids=tuple(ids))
 
 
 async def _append(
@@ -178,7 +234,10 @@ async def _keep_sequence(s: Session, publisher: Publisher) -> None:
 async def query_sequence(s: Session, f: rs.QueryPublisherSequence) -> rs.Frame:
     target = await s.catalog.target(s.stream, f.stream, s.ctx)
     live = s.service.references.get((target.topic.stream, target.name, f.reference))
-    sequence = live.last if live is not None else await stored_sequence(s, target, f.reference)
+    if live is not None and not _broker_dedups(s):
+        sequence = live.last
+    else:  # the broker's answer covers every gateway's publishers
+        sequence = await stored_sequence(s, target, f.reference)
     return rs.QueryPublisherSequenceResponse(
         correlation_id=f.correlation_id, code=ResponseCode.OK, sequence=sequence
     )

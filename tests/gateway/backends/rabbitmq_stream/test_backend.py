@@ -15,7 +15,11 @@ from rstream import RawMessage
 
 from gateway.backends.base import BackendUrlError
 from gateway.backends.rabbitmq_stream import streams as rabbitmq_stream_streams
-from gateway.backends.rabbitmq_stream.backend import open_rabbitmq_stream, parse_url
+from gateway.backends.rabbitmq_stream.backend import (
+    RabbitStreamBackend,
+    open_rabbitmq_stream,
+    parse_url,
+)
 from gateway.backends.rabbitmq_stream.conn import Connection
 from gateway.backends.rabbitmq_stream.publisher import Publisher
 from gateway.model import (
@@ -32,10 +36,12 @@ from gateway.model import (
     OffsetSpec,
     Read,
     Topic,
+    TopicExists,
 )
 from gateway.translate.rabbitmq_stream.messages import WIRE_FORMAT, stored_batch
 from protocols.rabbitmq_stream.chunk import SimpleEntry, encode_entry
 from tests.helpers.rabbitmq_shared import shared_rabbitmq
+from tests.helpers.rstream_direct import stream_exists
 
 from .conftest import Broker, in_asyncio, publish_direct, read_direct
 
@@ -199,6 +205,43 @@ async def test_two_gateways_share_the_catalog(broker: Broker) -> None:
     assert [entry[-1:] for _, entry, _ in got] == [b"x"]
 
 
+async def _create(
+    backend: RabbitStreamBackend, topic: Topic, partitions: int, outcomes: dict[str, int | str]
+) -> None:
+    try:
+        await backend.create_topic(CreateTopic(topic=topic, partitions=partitions))
+        outcomes[f"{partitions}"] = partitions
+    except TopicExists:
+        outcomes[f"{partitions}"] = "exists"
+
+
+async def test_one_topic_when_two_gateways_create_it_at_once(broker: Broker) -> None:
+    """The same name created through two gateways at the same moment, with different partition
+    counts (so RabbitMQ itself refuses neither's streams): one create is acknowledged, the other
+    told TopicExists; both gateways then describe the winner, and the loser's streams are gone.
+    Repeated: the race goes either way."""
+    with trio.fail_after(LIMIT_S):
+        async with (
+            open_rabbitmq_stream(broker.url) as a,
+            open_rabbitmq_stream(broker.url) as b,
+        ):
+            for round_ in range(5):
+                topic = Topic("default", f"race-{round_}")
+                outcomes: dict[str, int | str] = {}
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(_create, a, topic, 1, outcomes)
+                    nursery.start_soon(_create, b, topic, 2, outcomes)
+                won = [v for v in outcomes.values() if v != "exists"]
+                assert len(won) == 1 and list(outcomes.values()).count("exists") == 1, outcomes
+                for backend in (a, b):
+                    described = await backend.describe_topic(DescribeTopic(topic=topic))
+                    assert described.info.partition_count == won[0]
+                name = topic.name
+                losers = [name] if won[0] == 2 else [f"{name}-0", f"{name}-1"]
+                for stream in losers:
+                    assert not await in_asyncio(partial(stream_exists, broker.rstream(), stream))
+
+
 async def test_stored_entries_go_out_as_they_are(broker: Broker) -> None:
     topic = Topic("default", "wire")
     entries = [encode_entry(SimpleEntry(b"entry %d" % i)) for i in range(3)]
@@ -264,9 +307,9 @@ async def test_an_append_keeps_its_tail_while_its_publisher_is_declared(
             declared = trio.Event()
             declare = Publisher.declare
 
-            async def slow_declare(conn: Connection, stream: str) -> Publisher:
+            async def slow_declare(conn: Connection, stream: str, reference: str = "") -> Publisher:
                 await declared.wait()
-                return await declare(conn, stream)
+                return await declare(conn, stream, reference)
 
             monkeypatch.setattr(Publisher, "declare", slow_declare)
             results: list[AppendResult] = []

@@ -105,12 +105,22 @@ def test_offsets_groups_and_deletion() -> None:
     assert catalog.offset_meta("u2", 0, "g") == (False, "")
 
 
-def test_a_later_record_for_the_same_name_wins() -> None:
+def test_the_first_create_of_a_name_or_an_id_wins() -> None:
+    """Two gateways created the same topic at once: every gateway, replaying the log in its
+    order, keeps the first record; the later one (same name, or a new name on the same id) is
+    not applied, so its writer finds its topic missing."""
     catalog = Catalog()
     apply(catalog, **topic_record("default", "t", 0, "u1", ["t"]))
     apply(catalog, **topic_record("default", "t", 1, "u2", ["t-0", "t-1"]))
-    assert catalog.topic(Topic("default", "t")).uid == "u2"
-    assert set(catalog.owners) == {"t-0", "t-1"}
+    assert catalog.topic(Topic("default", "t")).uid == "u1"
+    assert set(catalog.owners) == {"t"}
+    apply(catalog, **topic_record("default", "other", 0, "u3", ["other"]))
+    assert ("default", "other") not in catalog.topics
+    # A rewrite of the same topic (its uid) is not a create: renamed, it goes on.
+    renamed = topic_record("default", "t2", 0, "u1", ["t"])
+    apply(catalog, **renamed)
+    assert catalog.topic(Topic("default", "t2")).uid == "u1"
+    assert ("default", "t") not in catalog.topics
 
 
 @pytest.mark.parametrize(
