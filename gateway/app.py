@@ -177,6 +177,7 @@ def _services(
             advertised_host=iggy.advertised_host or config.advertised_host,
             advertised_port=iggy.advertised_port,
             max_frame_bytes=limits.max_frame_bytes,
+            consumer_groups=not config.reuse_port,  # one of --workers: refused, not split
         )
         iggy_service = IggyService(router, iggy_settings, users=users, groups=AssignedGroups())
         services.append(("iggy", iggy_service.handler(), iggy.port, config.listener_host(iggy)))
@@ -193,6 +194,7 @@ def _services(
                 default_user=rabbit.default_user,
                 default_password=rabbit.default_password,
                 default_user_loopback_only=rabbit.default_user_loopback_only,
+                gateway_dedup=not config.reuse_port,
             ),
             users=users,
         )

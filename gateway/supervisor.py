@@ -13,8 +13,11 @@ keep in one file of theirs (``user_store_file``: changes under a lock), so a use
 through one worker logs in through all. A worker that dies is started again after a second.
 SIGTERM/SIGINT are passed on; each worker drains as a single gateway does.
 
-Correct only where nothing a client relies on lives in one gateway's memory: the Kafka backend,
-whose broker runs the groups and grants and deduplicates producer ids. The embedded store has
+Correct only where what a client relies on is the broker's: the Kafka backend, whose broker runs
+the Kafka groups and the RabbitMQ single active consumers, and grants and deduplicates producer
+ids. What still lives in one process there is refused by each worker rather than split between
+them: Iggy consumer groups (FEATURE_UNAVAILABLE) and RabbitMQ Stream publishers with a reference
+(PRECONDITION_FAILED). The embedded store has
 one owner, and the RabbitMQ and Iggy backends still keep groups and publisher sequences per
 gateway (README, "Running many gateways"): ``--workers`` above one is refused there.
 """

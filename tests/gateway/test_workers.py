@@ -22,11 +22,15 @@ import pytest
 import trio
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from protocols.iggy import Era, Framing, IggyClientCodec
+from protocols import rabbitmq_stream as rs
+from protocols.iggy import Era, Framing, IggyClientCodec, Status
+from protocols.iggy.frames_groups import CreateConsumerGroup
 from protocols.iggy.frames_users import CreateUser
+from protocols.rabbitmq_stream import ResponseCode
 from tests.helpers.iggy_wire import IggyWire, login_command
 from tests.helpers.listing import listing
 from tests.helpers.processes import accepted_on, alive, end_child
+from tests.helpers.rabbitmq_stream_wire import RabbitWire
 from tests.helpers.tansu import Tansu, running_tansu
 
 LIMIT_S = 60.0
@@ -142,6 +146,7 @@ async def test_two_workers_share_the_port_and_sum_their_metrics(
             )
             assert stored == 50
             await user_created_through_one_worker_logs_in_through_both(addresses, pids)
+            await what_lives_in_one_process_is_refused(addresses)
             up = await trio.to_thread.run_sync(
                 lambda: urllib.request.urlopen(f"http://{admin}/readyz", timeout=5).read()
             )
@@ -192,6 +197,28 @@ async def user_created_through_one_worker_logs_in_through_both(
         for wire in wires:
             await wire.aclose()
     assert all(shares), shares  # both workers logged carol in
+
+
+async def what_lives_in_one_process_is_refused(addresses: dict[str, str]) -> None:
+    """On the Kafka backend Iggy consumer groups and gateway-side publisher deduplication live
+    in one process: with workers they are refused, not split between them."""
+    root = await iggy_wire(addresses["iggy"])
+    await root.ok(login_command(Era.C))
+    reply = await root.call(CreateConsumerGroup(stream_id="default", topic_id="t", name="g"))
+    await root.aclose()
+    assert reply.status == Status.FEATURE_UNAVAILABLE, reply
+    rabbit = await RabbitWire.connected(addresses["rabbitmq_stream"])
+    created = await rabbit.call(rs.Create(correlation_id=rabbit.corr(), stream="dedup"))
+    assert getattr(created, "code", None) == ResponseCode.OK, created
+    declared = await rabbit.call(rs.DeclarePublisher(
+        correlation_id=rabbit.corr(), publisher_id=1, reference="app", stream="dedup",
+    ))  # fmt: skip
+    plain = await rabbit.call(rs.DeclarePublisher(
+        correlation_id=rabbit.corr(), publisher_id=2, reference="", stream="dedup",
+    ))  # fmt: skip
+    await rabbit.aclose()
+    assert getattr(declared, "code", None) == ResponseCode.PRECONDITION_FAILED, declared
+    assert getattr(plain, "code", None) == ResponseCode.OK, plain
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,8 @@ from gateway.coordination import AssignedGroup
 from gateway.listeners.iggy.catalog import ResolvedTopic
 from gateway.listeners.iggy.session import CommandHandler, Session, handles
 from gateway.model import NotFound, UnknownGroup
-from protocols.iggy import Command
+from gateway.translate.iggy.requests import IggyStatus
+from protocols.iggy import Command, Status
 from protocols.iggy import frames_groups as fg
 
 
@@ -54,7 +55,17 @@ def _summary(group: AssignedGroup) -> fg.ConsumerGroup:
     )
 
 
+def _kept_here(s: Session) -> None:
+    if not s.service.settings.consumer_groups:
+        raise IggyStatus(
+            Status.FEATURE_UNAVAILABLE,
+            "consumer groups are kept in each gateway process, and this one shares its port "
+            "with other workers (--workers): run one process to use them",
+        )
+
+
 async def create_group(s: Session, cmd: fg.CreateConsumerGroup) -> fg.ConsumerGroupDetails:
+    _kept_here(s)
     found = await _topic(s, cmd.stream_id, cmd.topic_id)
     s.require("read_topics", found.stream.id, found.topic.id)
     group = s.groups.create(
@@ -89,6 +100,7 @@ async def delete_group(s: Session, cmd: fg.DeleteConsumerGroup) -> None:
 
 
 async def join_group(s: Session, cmd: fg.JoinConsumerGroup) -> None:
+    _kept_here(s)
     found = await _topic(s, cmd.stream_id, cmd.topic_id)
     s.require("poll_messages", found.stream.id, found.topic.id)
     _sized(s, found)

@@ -25,6 +25,9 @@ class IggySettings:
     cluster_name: str = "streamgate"
     max_frame_bytes: int = 64 << 20
     max_poll_bytes: int = 32 << 20
+    # False where this process is one of several serving the port (``--workers``): consumer
+    # groups live in one process's memory, so they are refused rather than split.
+    consumer_groups: bool = True
 
 
 @dataclass(slots=True)

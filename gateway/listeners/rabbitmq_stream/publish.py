@@ -77,6 +77,12 @@ async def declare(s: Session, f: rs.DeclarePublisher) -> rs.Frame:
     s.require("send_messages", target.info.id)
     publisher = Publisher(f.publisher_id, f.reference, target)
     references = s.service.references
+    if f.reference and not _broker_dedups(s) and not s.service.settings.gateway_dedup:
+        raise tr.RabbitCode(
+            ResponseCode.PRECONDITION_FAILED,
+            "publisher deduplication is kept in each gateway process on this backend, and this "
+            "one shares its port with other workers (--workers)",
+        )
     if f.reference:
         if publisher.key in references:
             raise tr.RabbitCode(ResponseCode.PRECONDITION_FAILED,

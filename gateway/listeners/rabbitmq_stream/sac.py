@@ -6,14 +6,46 @@ next one is activated. Among the consumers of a super stream (Subscribe property
 partition i goes to member ``i mod n``, so the partitions spread over the consumers and move when
 one joins or leaves, as RabbitMQ does. Activation and deactivation are the subscription's business
 (a ConsumerUpdate to its client, then delivery or not); this module only decides who.
+
+``ActiveConsumers`` decides in this process: right for one gateway. ``BrokerActiveConsumers``
+lets the backend's broker decide (a backend with native groups: Kafka), so the members behind
+every gateway on that broker are one group: each subscription is a member of a broker group
+(``__streamgate_sac.<stream>.<topic>.<partition>.<name>``) run through the router's JoinGroup,
+SyncGroup, Heartbeat and LeaveGroup; the leader (a member on whichever gateway the broker picks)
+assigns "active" to the member that joined first (or member ``i mod n`` of a super stream's
+partition i). A member deactivates before it rejoins, and the broker completes a rebalance only
+when every live member has rejoined, so two members are never active at once; a gateway that
+dies stops heartbeating its members, and the broker hands their place on after their session
+timeout.
 """
 
 from __future__ import annotations
 
+import contextlib
+import struct
+import time
 from collections.abc import Callable
-from typing import Generic, Protocol, TypeVar
+from typing import Final, Generic, Protocol, TypeVar
 
-from gateway.model import Topic
+import structlog
+import trio
+
+from gateway.model import (
+    DEFAULT_STREAM,
+    GatewayError,
+    Heartbeat,
+    IllegalGeneration,
+    JoinGroup,
+    LeaveGroup,
+    MemberInfo,
+    RebalanceInProgress,
+    SyncGroup,
+    Topic,
+    UnknownMember,
+)
+from gateway.router import RequestContext, Router
+
+log = structlog.get_logger("streamgate.rabbitmq_stream")
 
 GroupKey = tuple[Topic, int, str]  # topic, partition, consumer name
 
@@ -30,6 +62,14 @@ class Member(Protocol):
 
 
 M = TypeVar("M", bound=Member)
+M_contra = TypeVar("M_contra", bound=Member, contravariant=True)
+
+
+class Deciding(Protocol[M_contra]):
+    """Who decides which member is active: ``ActiveConsumers`` or ``BrokerActiveConsumers``."""
+
+    def join(self, member: M_contra) -> None: ...
+    def leave(self, member: M_contra) -> None: ...
 
 
 class ActiveConsumers(Generic[M]):
@@ -69,4 +109,146 @@ class ActiveConsumers(Generic[M]):
             self._set_active(members[chosen], True)
 
 
-__all__ = ["ActiveConsumers", "GroupKey", "Member"]
+SESSION_TIMEOUT_MS: Final = 6000  # Kafka's group.min.session.timeout.ms: a dead gateway's
+HEARTBEAT_S: Final = 1.0  # members hand over within about this
+REBALANCE_TIMEOUT_MS: Final = 10_000
+RETRY_S: Final = 1.0
+_PROTOCOL_TYPE: Final = "streamgate-sac"
+_JOINED: Final = struct.Struct(">q")  # the member's metadata: when its subscription joined (ns)
+_ACTIVE, _INACTIVE = b"\x01", b"\x00"
+
+
+class BrokerMember(Member, Protocol):
+    @property
+    def nursery(self) -> trio.Nursery: ...
+
+
+B = TypeVar("B", bound=BrokerMember)
+
+
+def broker_group(key: GroupKey) -> str:
+    topic, partition, name = key
+    return f"__streamgate_sac.{topic.stream}.{topic.name}.{partition}.{name}"
+
+
+def choose(members: tuple[MemberInfo, ...], partition: int, super_stream: bool) -> str:
+    """The leader's pick: the member that joined first, or member ``partition mod n`` of a
+    super stream's partition (ordered by when they joined)."""
+    ordered = sorted(members, key=lambda m: (_JOINED.unpack_from(m.metadata)[0], m.member_id))
+    return ordered[partition % len(ordered) if super_stream else 0].member_id
+
+
+class BrokerActiveConsumers(Generic[B]):
+    """``ActiveConsumers`` with the broker deciding, for every gateway on it."""
+
+    def __init__(self, router: Router, set_active: Callable[[B, bool], None]) -> None:
+        self.groups: dict[GroupKey, list[B]] = {}  # this gateway's members only
+        self._router = router
+        self._set_active = set_active
+        self._scopes: dict[int, trio.CancelScope] = {}
+        self._ctx = RequestContext("rabbitmq_stream", "single_active_consumer")
+
+    def join(self, member: B) -> None:
+        self.groups.setdefault(member.group_key, []).append(member)
+        scope = self._scopes[id(member)] = trio.CancelScope()
+        member.nursery.start_soon(self._run, member, scope)
+
+    def leave(self, member: B) -> None:
+        members = self.groups.get(member.group_key, [])
+        if member in members:
+            members.remove(member)
+            if not members:
+                del self.groups[member.group_key]
+        scope = self._scopes.pop(id(member), None)
+        if scope is not None:
+            scope.cancel()  # it leaves the broker's group on its way out
+
+    def members(self, key: GroupKey) -> list[B]:
+        return list(self.groups.get(key, ()))
+
+    async def _run(self, member: B, scope: trio.CancelScope) -> None:
+        key = member.group_key
+        group = broker_group(key)
+        joined = _JOINED.pack(time.time_ns())
+        state = _Membership()
+        with scope:
+            try:
+                while True:
+                    try:
+                        await self._round(member, group, joined, state)
+                    except UnknownMember:
+                        state.member_id = ""  # the broker forgot it (a session timeout): anew
+                    except (RebalanceInProgress, IllegalGeneration):
+                        pass  # a rebalance began: rejoin at once
+                    except GatewayError as exc:
+                        log.info("single active consumer: broker group", group=group,
+                                 error=exc.message)  # fmt: skip
+                        await trio.sleep(RETRY_S)
+                    if member.active:  # before anything else: never two active at once
+                        self._set_active(member, False)
+            finally:
+                if state.member_id:
+                    leave = LeaveGroup(group=group, stream=DEFAULT_STREAM,
+                                       member_ids=(state.member_id,))  # fmt: skip
+                    # Failing that, the broker drops it after its session timeout.
+                    with (
+                        trio.CancelScope(shield=True),
+                        trio.move_on_after(2),
+                        contextlib.suppress(GatewayError),
+                    ):
+                        await self._router.execute(leave, self._ctx)
+
+    async def _round(self, member: B, group: str, joined: bytes, state: _Membership) -> None:
+        """One generation: join, sync, take the assignment, heartbeat until the broker starts
+        another rebalance (the GroupError that ends it)."""
+        execute = self._router.execute
+        result = await execute(
+            JoinGroup(group=group, stream=DEFAULT_STREAM, member_id=state.member_id,
+                      session_timeout_ms=SESSION_TIMEOUT_MS,
+                      rebalance_timeout_ms=REBALANCE_TIMEOUT_MS, protocol_type=_PROTOCOL_TYPE,
+                      protocols=(("sac", joined),)),
+            self._ctx,
+        )  # fmt: skip
+        state.member_id = result.member_id
+        assignments: tuple[tuple[str, bytes], ...] = ()
+        if result.leader == result.member_id and result.members:
+            chosen = choose(result.members, member.group_key[1], member.in_super_stream)
+            assignments = tuple(
+                (m.member_id, _ACTIVE if m.member_id == chosen else _INACTIVE)
+                for m in result.members
+            )
+        synced = await execute(
+            SyncGroup(group=group, stream=DEFAULT_STREAM, generation=result.generation,
+                      member_id=result.member_id, assignments=assignments),
+            self._ctx,
+        )  # fmt: skip
+        if (synced.assignment == _ACTIVE) != member.active:
+            self._set_active(member, synced.assignment == _ACTIVE)
+        while True:
+            await trio.sleep(HEARTBEAT_S)
+            await execute(
+                Heartbeat(group=group, stream=DEFAULT_STREAM, generation=result.generation,
+                          member_id=result.member_id),
+                self._ctx,
+            )  # fmt: skip
+
+
+class _Membership:
+    """The broker's id of one member, kept across its rounds (rejoins name it)."""
+
+    __slots__ = ("member_id",)
+
+    def __init__(self) -> None:
+        self.member_id = ""
+
+
+__all__ = [
+    "ActiveConsumers",
+    "BrokerActiveConsumers",
+    "BrokerMember",
+    "Deciding",
+    "GroupKey",
+    "Member",
+    "broker_group",
+    "choose",
+]

@@ -28,7 +28,11 @@ from gateway.listeners.rabbitmq_stream import handshake as rabbitmq_stream_hands
 from gateway.listeners.rabbitmq_stream import publish as rabbitmq_stream_publish
 from gateway.listeners.rabbitmq_stream import streams as rabbitmq_stream_streams
 from gateway.listeners.rabbitmq_stream.catalog import Catalog
-from gateway.listeners.rabbitmq_stream.sac import ActiveConsumers
+from gateway.listeners.rabbitmq_stream.sac import (
+    ActiveConsumers,
+    BrokerActiveConsumers,
+    Deciding,
+)
 from gateway.listeners.rabbitmq_stream.session import (
     CLOSE_GRACE_S,
     Closed,
@@ -40,7 +44,7 @@ from gateway.listeners.rabbitmq_stream.session import (
     State,
     Subscription,
 )
-from gateway.model import GatewayError
+from gateway.model import GatewayError, JoinGroup
 from gateway.router import Router
 from gateway.translate.rabbitmq_stream import requests as tr
 from protocols import rabbitmq_stream as rs
@@ -65,9 +69,13 @@ class RabbitStreamService:
         self.settings = settings
         self.users = users
         self.catalog = Catalog(router)
-        self.active: ActiveConsumers[Subscription] = ActiveConsumers(
-            rabbitmq_stream_consume.set_active
-        )
+        # Where groups are the broker's (the Kafka backend), so is who is active: the same
+        # for every gateway on it; else this process decides.
+        self.active: Deciding[Subscription]
+        if router.backend.capabilities.native_groups and router.supports(JoinGroup):
+            self.active = BrokerActiveConsumers(router, rabbitmq_stream_consume.set_active)
+        else:
+            self.active = ActiveConsumers(rabbitmq_stream_consume.set_active)
         self.sessions: set[Session] = set()
         # (canonical stream, rabbit stream, reference) -> the live publisher with that reference
         self.references: dict[tuple[str, str, str], Publisher] = {}

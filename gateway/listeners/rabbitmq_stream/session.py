@@ -17,7 +17,7 @@ import trio
 from gateway.coordination import UserStore
 from gateway.listeners.connection import Connection
 from gateway.listeners.rabbitmq_stream.catalog import Catalog, Target
-from gateway.listeners.rabbitmq_stream.sac import ActiveConsumers, GroupKey
+from gateway.listeners.rabbitmq_stream.sac import Deciding, GroupKey
 from gateway.model import Forbidden, Unauthorized, UnknownUser
 from gateway.model.permissions import Action
 from gateway.model.users import User, allowed
@@ -44,6 +44,10 @@ class RabbitStreamSettings:
     # What PeerProperties says: clients pick features by the server version (the Java client
     # sends ExchangeCommandVersions from 3.11 on); this is the RabbitMQ level implemented.
     server_version: str = "3.13.7"
+    # False where this process is one of several serving the port (``--workers``) and the
+    # backend does not deduplicate publishers itself: a reference's sequence would be split
+    # between processes, so deduplicating publishers are refused.
+    gateway_dedup: bool = True
 
 
 class State(enum.IntEnum):
@@ -73,7 +77,7 @@ class Service(Protocol):
     def catalog(self) -> Catalog: ...
 
     @property
-    def active(self) -> ActiveConsumers[Subscription]: ...
+    def active(self) -> Deciding[Subscription]: ...
 
     @property
     def sessions(self) -> set[Session]: ...
@@ -120,6 +124,11 @@ class Subscription:
     @property
     def in_super_stream(self) -> bool:
         return bool(self.super_stream)
+
+    @property
+    def nursery(self) -> trio.Nursery:
+        """Where its single-active-consumer membership runs: the connection's."""
+        return self.session.nursery
 
     @property
     def live(self) -> bool:
