@@ -43,6 +43,7 @@ from prometheus_client.multiprocess import MultiProcessCollector, mark_process_d
 
 from gateway.admin_http import serve_admin
 from gateway.config import Config
+from gateway.model import GatewayError
 
 log = structlog.get_logger("streamgate.supervisor")
 
@@ -56,6 +57,10 @@ _READY_CHECK_S = 1.0
 
 class WorkersRefused(ValueError):
     """``--workers`` above one where it cannot be correct; the message is fit to show."""
+
+
+class WorkerFailed(GatewayError):
+    """A worker that could not start; ``streamgate run`` reports it as one line."""
 
 
 def check_workers(config: Config) -> None:
@@ -151,9 +156,11 @@ async def run_workers(
                     nursery.start_soon(
                         _keep_running, worker, command, env, metrics_dir, lambda: stopping
                     )
-                with trio.fail_after(_START_WITHIN_S):
+                with trio.move_on_after(_START_WITHIN_S):
                     for worker in workers:
                         await worker.ready.wait()
+                if not all(w.ready.is_set() for w in workers):
+                    raise WorkerFailed(f"the workers were not ready within {_START_WITHIN_S:.0f} s")
                 for sock in reserved:  # every worker holds the ports now
                     sock.close()
                 reserved.clear()
@@ -223,6 +230,13 @@ async def _keep_running(
             mark_process_dead(process.pid, metrics_dir)  # type: ignore[no-untyped-call]
         if stopping():
             return
+        if not worker.ready.is_set():
+            # It never started (a port taken, a backend URL it refuses): it would fail again;
+            # its own one line is on stderr already, this is the supervisor's.
+            raise WorkerFailed(
+                f"worker {worker.index} exited with code {process.returncode} before it was "
+                "ready (its error is above)"
+            )
         log.error("worker exited; starting it again", worker=worker.index, code=process.returncode)
         await trio.sleep(_RESTART_AFTER_S)
 
@@ -274,4 +288,11 @@ def _worker_ready(admin: str) -> tuple[bool, str]:
         return False, str(exc)
 
 
-__all__ = ["SHARED_STATE_SCHEMES", "Supervised", "WorkersRefused", "check_workers", "run_workers"]
+__all__ = [
+    "SHARED_STATE_SCHEMES",
+    "Supervised",
+    "WorkerFailed",
+    "WorkersRefused",
+    "check_workers",
+    "run_workers",
+]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -246,3 +247,25 @@ async def test_workers_are_refused_where_a_gateways_memory_would_be_shared(
     # Nothing written, no data directory. (.hypothesis: kio imports hypothesis when the test
     # environment has it installed, and hypothesis makes its directory in the cwd.)
     assert [name for name in listing(cwd) if not name.startswith((".", ".hypothesis"))] == []
+
+
+async def test_a_worker_that_cannot_start_stops_the_supervisor(
+    tansu: Tansu, tmp_path: Path
+) -> None:
+    """The Kafka port is taken by a plain socket: the workers cannot bind it, and instead of
+    starting them again for ever the supervisor exits 1 with one line of its own."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with trio.fail_after(LIMIT_S):
+            ran = await trio.run_process(
+                [sys.executable, "-m", "gateway.cli", "run", "--backend", tansu.url,
+                 "--workers", "2", "--kafka-port", str(port), "--rog-port", "0",
+                 "--iggy-port", "0", "--rabbitmq-stream-port", "0", "--admin-port", "0"],
+                capture_stdout=True, capture_stderr=True, check=False, cwd=tmp_path,
+            )  # fmt: skip
+    assert ran.returncode == 1
+    lines = ran.stderr.decode().splitlines()
+    assert any("Address already in use" in line for line in lines), lines
+    assert lines[-1].startswith("streamgate: worker ") and "before it was ready" in lines[-1]
