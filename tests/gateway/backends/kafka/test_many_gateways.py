@@ -26,6 +26,7 @@ import pytest
 import trio
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from kafka import KafkaConsumer  # type: ignore[import-untyped]
 from kio.index import load_request_schema
 
 from protocols.kafka import Compression, Record, encode_batch, iter_batches
@@ -331,3 +332,52 @@ async def test_the_broker_sees_the_gateways_members(tansu: Tansu, tmp_path: Path
     assert [m.member_id for m in group.members] == [counted.member_ids["via-a"]]
     assert "watched" in {g.group_id for g in listed.groups}
     assert "watched" in {g.group_id for g in through.groups}
+
+
+# --- other clients, other versions: one group --------------------------------------------------
+
+
+def kafka_python_member(bootstrap: str, counted: Counted) -> None:
+    """kafka-python 3.0 (its own JoinGroup/SyncGroup versions) as a member through one gateway."""
+    consumer = KafkaConsumer(
+        "mixed", bootstrap_servers=bootstrap, group_id="mixed", auto_offset_reset="earliest",
+        enable_auto_commit=False, session_timeout_ms=SESSION_MS, heartbeat_interval_ms=500,
+        client_id="kafka-python",
+    )  # fmt: skip
+    try:
+        while not counted.stop.is_set():
+            polled = consumer.poll(timeout_ms=200)
+            with counted.lock:
+                counted.assigned["kafka-python"] = {tp.partition for tp in consumer.assignment()}
+            for records in polled.values():
+                for record in records:
+                    with counted.lock:
+                        counted.delivered.add((record.partition, record.offset))
+    finally:
+        consumer.close(autocommit=False)
+
+
+async def test_kafka_python_and_librdkafka_members_through_two_gateways_are_one_group(
+    tansu: Tansu, tmp_path: Path
+) -> None:
+    """kafka-python through gateway a and confluent-kafka through gateway b join one broker
+    group: each holds half the partitions, and between them every message is delivered."""
+    counted = Counted()
+    async with running_gateways(tansu.url, tmp_path, 2) as (a, b):
+        with trio.fail_after(LIMIT_S):
+            await in_thread(lambda: create_and_fill(a.kafka, "mixed"))
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(in_thread, lambda: kafka_python_member(a.kafka, counted))
+                nursery.start_soon(
+                    in_thread, lambda: member("librdkafka", b.kafka, "mixed", "mixed", counted)
+                )
+                await until(
+                    lambda: settled(counted, ["kafka-python", "librdkafka"]), 45, "2 members"
+                )
+                with counted.lock:
+                    held = {name: set(parts) for name, parts in counted.assigned.items()}
+                await until(lambda: len(counted.delivered) == MESSAGES, 30, "600 delivered")
+                group = await describe(tansu.bootstrap, "mixed")
+                counted.stop.set()
+    assert (group.group_state, len(group.members)) == ("Stable", 2)
+    assert len(held["kafka-python"]) == len(held["librdkafka"]) == 3  # settled: disjoint, all
