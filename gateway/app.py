@@ -12,12 +12,12 @@ import trio
 from prometheus_client import CollectorRegistry
 
 from gateway.admin_http import Health, serve_admin
-from gateway.backends import Backend
+from gateway.backends import Backend, SharedLogs
 from gateway.backends.base import BackendSettings
 from gateway.backends.embedded import EmbeddedBackend, Listener, embedded_path
 from gateway.backends.url import create_backend
 from gateway.config import Config
-from gateway.coordination import AssignedGroups, GroupCoordinator, UserStore
+from gateway.coordination import AssignedGroups, GroupCoordinator, Groups, SharedGroups, UserStore
 from gateway.listeners.connection import Drain, Handler, Limits, ListenerInfo, serve_protocol
 from gateway.listeners.iggy import IggyService, IggySettings
 from gateway.listeners.kafka import KafkaService, KafkaSettings
@@ -70,6 +70,24 @@ def users_path(config: Config) -> str | None:
     return None
 
 
+def _groups(config: Config, backend: Backend) -> Groups | None:
+    """Who runs consumer groups: the broker (None: the router forwards them to the backend),
+    every gateway on the backend together over its shared log, or this process alone."""
+    if backend.capabilities.native_groups:
+        return None
+    g = config.groups
+    settings = {
+        "initial_rebalance_delay_ms": g.initial_rebalance_delay_ms,
+        "min_session_timeout_ms": g.min_session_timeout_ms,
+        "max_session_timeout_ms": g.max_session_timeout_ms,
+    }
+    if isinstance(backend, SharedLogs):
+        shared = SharedGroups(**settings)
+        shared.bind(backend.shared_log(shared))  # before the backend runs: it follows the log
+        return shared
+    return GroupCoordinator(**settings)
+
+
 def build_backend(config: Config) -> Backend:
     b = config.backend
     settings = BackendSettings(
@@ -98,12 +116,7 @@ async def serve_gateway(
         idle_timeout_s=config.limits.idle_timeout_s,
         drain_timeout_s=config.limits.drain_timeout_s,
     )
-    g = config.groups
-    coordinator = GroupCoordinator(
-        initial_rebalance_delay_ms=g.initial_rebalance_delay_ms,
-        min_session_timeout_ms=g.min_session_timeout_ms,
-        max_session_timeout_ms=g.max_session_timeout_ms,
-    )
+    coordinator = _groups(config, backend)
     health = Health(ping=backend.ping)
     drain = Drain()
     running = Running(metrics=metrics, backend=backend, drain=drain, health=health)
@@ -111,7 +124,8 @@ async def serve_gateway(
         # The backend first: the embedded store locks its directory before anything reads or
         # writes there (users.json included), so a gateway that finds it in use writes nothing.
         await outer.start(backend.run)
-        await outer.start(coordinator.run)
+        if coordinator is not None:
+            await outer.start(coordinator.run)
         users = UserStore(
             config.auth.user_map(),
             root_username=config.auth.root_username,
@@ -121,7 +135,7 @@ async def serve_gateway(
         router = Router(
             backend,
             metrics,
-            coordinator=None if backend.capabilities.native_groups else coordinator,
+            coordinator=coordinator,
             users=users,
         )
         services = _services(config, router, users, limits)

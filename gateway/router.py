@@ -15,7 +15,7 @@ import structlog
 import trio
 
 from gateway.backends import Backend, NativeGroups, NativeProducerIds, NativePublisherDedup
-from gateway.coordination import GroupCoordinator, ProducerIds, UserStore
+from gateway.coordination import Groups, ProducerIds, SharedGroups, UserStore
 from gateway.metrics import Metrics
 from gateway.model import (
     Append,
@@ -89,7 +89,7 @@ class Router:
         backend: Backend,
         metrics: Metrics,
         *,
-        coordinator: GroupCoordinator | None = None,
+        coordinator: Groups | None = None,
         users: UserStore | None = None,
         producer_ids: ProducerIds | None = None,
     ) -> None:
@@ -100,7 +100,7 @@ class Router:
         self._handlers: Handlers = self._bind_handlers(backend, coordinator, users)
 
     def _bind_handlers(
-        self, backend: Backend, coordinator: GroupCoordinator | None, users: UserStore | None
+        self, backend: Backend, coordinator: Groups | None, users: UserStore | None
     ) -> Handlers:
         # Every command the Backend protocol has a method for; group membership goes to the
         # broker when the backend is where groups are decided (NativeGroups), else to the
@@ -151,6 +151,13 @@ class Router:
         if users is not None:
             _bind(t, Authenticate, users.authenticate)
         return t
+
+    @property
+    def groups_shared(self) -> bool:
+        """Whether group membership is decided where every gateway on the backend sees it (the
+        broker's coordinator, or the gateways' replicated groups), not in this process only."""
+        native = self.backend.capabilities.native_groups and isinstance(self.backend, NativeGroups)
+        return native or isinstance(self.coordinator, SharedGroups)
 
     def supports(self, cls: type[Command[Any]]) -> bool:
         """Whether ``execute`` has something to run a command of this class on."""

@@ -9,6 +9,7 @@ from .base import (
     NativeGroups,
     NativeProducerIds,
     NativePublisherDedup,
+    SharedLogs,
 )
 
 __all__ = [
@@ -19,4 +20,5 @@ __all__ = [
     "NativeGroups",
     "NativeProducerIds",
     "NativePublisherDedup",
+    "SharedLogs",
 ]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import trio
 
@@ -173,6 +173,36 @@ class NativePublisherDedup(Protocol):
     (``capabilities.publisher_dedup``) and tells the highest id it stored."""
 
     async def publisher_sequence(self, cmd: PublisherSequence) -> PublisherSequenceResult: ...
+
+
+class LogApplier(Protocol):
+    """What a shared log's records build on each gateway (a replica of shared groups)."""
+
+    next_offset: int  # the next record to apply
+
+    def apply_entry(self, data: bytes, *, offset: int, timestamp_ms: int) -> str | None:
+        """Apply one record (``timestamp_ms``: the broker's); its rid, if it has one."""
+        ...
+
+
+class SharedLog(Protocol):
+    @property
+    def ready(self) -> bool: ...
+
+    async def write(self, record: dict[str, Any]) -> None:
+        """Append ``record``; return once this gateway's applier applied it."""
+        ...
+
+
+@runtime_checkable
+class SharedLogs(Protocol):
+    """A backend without a group coordinator that still gives every gateway on it one log of
+    records, appended by all and read back by all in one order: the gateways replicate their
+    groups over it (``coordination.shared_groups``)."""
+
+    def shared_log(self, applier: LogApplier) -> SharedLog:
+        """The log, applied by ``applier``; call before ``run``."""
+        ...
 
 
 B = TypeVar("B", bound=Backend)

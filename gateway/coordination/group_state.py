@@ -82,6 +82,10 @@ class SyncRound:
     def abort(self) -> None:
         self._done.set()
 
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
     async def wait(self) -> dict[str, bytes] | None:
         await self._done.wait()
         return self.assignments

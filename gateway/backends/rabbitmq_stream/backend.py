@@ -17,9 +17,9 @@ Who does what: two ``rabbitmq_stream_link``s keep a publishing and a subscribing
 ``_catalog``/``_catalog_log`` keep the names, ``_admin`` runs the topic commands, ``_data``
 messages and offsets (``_tail``, ``_fetch``, ``_publisher``, ``_streams``).
 
-Capabilities: no native groups (the gateway's coordinator runs them), native offsets
-(StoreOffset/QueryOffset; ``delete_offset`` is Unsupported: RabbitMQ cannot delete one), a
-timestamp index (RabbitMQ's chunk-time index narrows a scan by message time), no idempotent
+Capabilities: no native groups (the gateways replicate theirs over a log, ``shared_log``),
+native offsets (StoreOffset/QueryOffset; ``delete_offset`` is Unsupported: RabbitMQ cannot delete
+one), a timestamp index (RabbitMQ's chunk-time index narrows a scan by message time), no idempotent
 producers, the ``rabbitmq_stream`` wire format stored as it is.
 """
 
@@ -33,9 +33,16 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import trio
 
-from gateway.backends.base import BackendSettings, BackendUrlError, Capabilities, running
+from gateway.backends.base import (
+    BackendSettings,
+    BackendUrlError,
+    Capabilities,
+    LogApplier,
+    SharedLog,
+    running,
+)
 from gateway.backends.rabbitmq_stream.admin import Admin
-from gateway.backends.rabbitmq_stream.catalog import CATALOG_STREAM, Catalog
+from gateway.backends.rabbitmq_stream.catalog import CATALOG_STREAM, COORDINATION_STREAM, Catalog
 from gateway.backends.rabbitmq_stream.catalog_log import CatalogLog
 from gateway.backends.rabbitmq_stream.conn import Connection, Settings, check
 from gateway.backends.rabbitmq_stream.data import Data, partition_stream
@@ -93,6 +100,11 @@ from protocols import rabbitmq_stream as rs
 
 DEFAULT_PORT: Final = 5552
 NO_LEADER: Final = 0xFFFF
+# The coordination stream's retention: an hour, in 8 MB segments (a snapshot fits in one).
+COORDINATION_ARGUMENTS: Final = (
+    ("max-age", "3600s"),
+    ("stream-max-segment-size-bytes", str(8 << 20)),
+)
 
 
 def parse_url(url: str) -> Settings:
@@ -138,6 +150,7 @@ class RabbitStreamBackend:
         self.sub_link = Link(settings, self.watchdog, name="streamgate-subscribe",
                              connect_wait_s=wait, on_connect=self._on_connect)  # fmt: skip
         self.log = CatalogLog(self.link, self.sub_link, self.catalog, self._catalog_changed)
+        self.coordination: CatalogLog | None = None  # shared groups' log, once asked for
         self.admin = Admin(self.link, self.sub_link, self.catalog, self.log,
                            defaults or TopicConfig(), dropped=self._dropped)  # fmt: skip
         self.data = Data(self.link, self.sub_link, self.catalog, self.log, self.admin.resolve,
@@ -166,8 +179,21 @@ class RabbitStreamBackend:
             await nursery.start(self.sub_link.run)
             task_status.started()
 
+    def shared_log(self, applier: LogApplier) -> SharedLog:
+        """The coordination stream: a log that every gateway on this virtual host appends to
+        and follows (shared consumer groups replicate over it). Kept for an hour, in small
+        segments so that RabbitMQ can drop the old ones; its readers start from a snapshot."""
+        self.coordination = CatalogLog(
+            self.link, self.sub_link, applier, lambda: None,
+            stream=COORDINATION_STREAM, arguments=COORDINATION_ARGUMENTS,
+        )  # fmt: skip
+        return self.coordination
+
     async def _on_connect(self, conn: Connection) -> None:
-        await self.log.attach(conn)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.log.attach, conn)
+            if self.coordination is not None:
+                nursery.start_soon(self.coordination.attach, conn)
 
     def _catalog_changed(self) -> None:
         self.data.pulse()

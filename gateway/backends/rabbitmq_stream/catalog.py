@@ -51,6 +51,8 @@ from gateway.model import (
 log = structlog.get_logger("streamgate.backend.rabbitmq_stream")
 
 CATALOG_STREAM: Final = "__streamgate_catalog"
+# The log that shared consumer groups replicate over (``coordination.shared_groups``).
+COORDINATION_STREAM: Final = "__streamgate_coordination"
 MAX_PARTITIONS: Final = 1000  # per topic: each partition is a RabbitMQ stream (an Osiris writer)
 _CONFIG_FIELDS: Final = (
     "retention_ms", "retention_bytes", "segment_bytes", "max_message_bytes", "compression",
@@ -119,8 +121,8 @@ def check_rabbit_name(name: str) -> str:
         raise InvalidRequest(
             f"RabbitMQ stream name {name!r} is longer than {MAX_NAME_LENGTH} bytes"
         )
-    if name == CATALOG_STREAM:
-        raise InvalidRequest(f"{name!r} is the gateway's catalog stream")
+    if name in (CATALOG_STREAM, COORDINATION_STREAM):
+        raise InvalidRequest(f"{name!r} is one of the gateway's own streams")
     return name
 
 
@@ -172,7 +174,7 @@ class Catalog:
 
     # --- records ---------------------------------------------------------------------------------
 
-    def apply_entry(self, data: bytes) -> str | None:
+    def apply_entry(self, data: bytes, *, offset: int = 0, timestamp_ms: int = 0) -> str | None:
         """Apply one catalog record; its rid (None: not a record this version knows)."""
         try:
             record = json.loads(data)
@@ -275,6 +277,7 @@ def _free_id(taken: list[int], wanted: int | None) -> int | None:
 
 __all__ = [
     "CATALOG_STREAM",
+    "COORDINATION_STREAM",
     "MAX_PARTITIONS",
     "Catalog",
     "StreamEntry",

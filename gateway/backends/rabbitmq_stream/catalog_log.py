@@ -1,4 +1,6 @@
-"""The catalog's stream on the broker (see ``rabbitmq_stream_catalog``): followed by a
+"""A log of JSON records on the broker that every gateway on the virtual host writes and
+follows: the catalog's stream (see ``rabbitmq_stream_catalog``), and the coordination stream
+that shared consumer groups replicate over (``coordination.shared_groups``). Followed by a
 subscription on every subscribing connection, written through a publisher of its own.
 
 On each new subscribing connection ``attach`` creates the stream if needed, subscribes from the
@@ -12,13 +14,13 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
-from typing import Any, Final
+from collections.abc import Callable, Sequence
+from typing import Any, Final, Protocol
 
 import structlog
 import trio
 
-from gateway.backends.rabbitmq_stream.catalog import CATALOG_STREAM, Catalog
+from gateway.backends.rabbitmq_stream.catalog import CATALOG_STREAM
 from gateway.backends.rabbitmq_stream.conn import Connection, check
 from gateway.backends.rabbitmq_stream.link import Link
 from gateway.backends.rabbitmq_stream.publisher import Publisher
@@ -34,31 +36,41 @@ FOLLOW_CREDIT: Final = 16
 ATTACH_RETRY_S: Final = 0.5
 
 
-class _Follower:
-    """The catalog subscription (the connection's Subscriber): applies records in order."""
+class Applier(Protocol):
+    """What a log's records build (the catalog, a replica of shared groups)."""
 
-    stream = CATALOG_STREAM
+    next_offset: int  # the next record to apply
+
+    def apply_entry(self, data: bytes, *, offset: int, timestamp_ms: int) -> str | None:
+        """Apply one record (``timestamp_ms``: the broker's, of its chunk); its rid, if any."""
+        ...
+
+
+class _Follower:
+    """The log's subscription (the connection's Subscriber): applies records in order."""
 
     def __init__(self, owner: CatalogLog, conn: Connection) -> None:
         self.owner = owner
+        self.stream = owner.stream
         self.conn = conn
         self.sid = -1
         self.gone = trio.Event()
 
     def deliver(self, chunk: bytes) -> None:
-        catalog = self.owner.catalog
+        applier = self.owner.catalog
         try:
-            records = list(iter_records(decode_chunk(chunk)))
+            decoded = decode_chunk(chunk)
+            records = list(iter_records(decoded))
         except RemoteProtocolError as exc:
-            log.error("corrupt catalog chunk", error=str(exc))
+            log.error("corrupt chunk", stream=self.stream, error=str(exc))
             self.conn.close()
             return
         self.conn.outbox.credit(self.sid, 1)
         for offset, data in records:
-            if offset < catalog.next_offset:
+            if offset < applier.next_offset:
                 continue  # chunk-granular delivery: applied already
-            rid = catalog.apply_entry(data)
-            catalog.next_offset = offset + 1
+            rid = applier.apply_entry(data, offset=offset, timestamp_ms=decoded.timestamp_ms)
+            applier.next_offset = offset + 1
             seen = self.owner.waiting.get(rid) if rid is not None else None
             if seen is not None:
                 seen.set()
@@ -70,8 +82,17 @@ class _Follower:
 
 class CatalogLog:
     def __init__(
-        self, link: Link, sub_link: Link, catalog: Catalog, on_change: Callable[[], None]
+        self,
+        link: Link,
+        sub_link: Link,
+        catalog: Applier,
+        on_change: Callable[[], None],
+        *,
+        stream: str = CATALOG_STREAM,
+        arguments: Sequence[tuple[str, str]] = (),
     ) -> None:
+        self.stream = stream
+        self.arguments = tuple(arguments)  # RabbitMQ's, for the Create of the stream
         self.link = link  # writes: the publishing connection
         self.sub_link = sub_link  # the follower: the subscribing connection
         self.catalog = catalog
@@ -81,20 +102,20 @@ class CatalogLog:
         self._ready = trio.Event()
         self._publisher: Publisher | None = None
         self._declaring = trio.Lock()
-        self.last_error = "catalog not read yet"
+        self.last_error = f"{stream} not read yet"
 
     # --- following ---------------------------------------------------------------------------
 
     async def attach(self, conn: Connection) -> None:
-        """The subscribing link's on_connect hook: follow the catalog while ``conn`` lives."""
+        """The subscribing link's on_connect hook: follow the log while ``conn`` lives."""
         while conn.alive:
             follower = _Follower(self, conn)
             try:
                 await self._follow(conn, follower)
                 await self._write(await self.link.connection(), {"op": "sync"})
             except GatewayError as exc:
-                self.last_error = f"catalog: {exc.message}"
-                log.info("catalog not available yet", error=exc.message)
+                self.last_error = f"{self.stream}: {exc.message}"
+                log.info("log stream not available yet", stream=self.stream, error=exc.message)
                 if follower.sid >= 0:
                     conn.remove_subscriber(follower.sid)
                 await trio.sleep(ATTACH_RETRY_S)
@@ -104,13 +125,13 @@ class CatalogLog:
             await follower.gone.wait()
             self._ready_on = None
             self._ready = trio.Event()
-            self.last_error = "catalog stream unavailable"
+            self.last_error = f"{self.stream} unavailable"
 
     async def _follow(self, conn: Connection, follower: _Follower) -> None:
         created = await conn.call(
-            lambda c: rs.Create(correlation_id=c, stream=CATALOG_STREAM, arguments=())
+            lambda c: rs.Create(correlation_id=c, stream=self.stream, arguments=self.arguments)
         )
-        check(created, "Create of the catalog stream", ResponseCode.STREAM_ALREADY_EXISTS)
+        check(created, f"Create of {self.stream}", ResponseCode.STREAM_ALREADY_EXISTS)
         follower.sid = conn.add_subscriber(follower)
         at = self.catalog.next_offset
         spec = rs.OffsetSpec.offset(at) if at else rs.OffsetSpec(type=OffsetType.FIRST)
@@ -118,12 +139,12 @@ class CatalogLog:
             lambda c: rs.Subscribe(
                 correlation_id=c,
                 subscription_id=follower.sid,
-                stream=CATALOG_STREAM,
+                stream=self.stream,
                 offset=spec,
                 credit=FOLLOW_CREDIT,
             )
         )
-        check(reply, "Subscribe to the catalog stream")
+        check(reply, f"Subscribe to {self.stream}")
 
     @property
     def ready(self) -> bool:
@@ -131,7 +152,7 @@ class CatalogLog:
         return conn is not None and conn.alive
 
     async def wait_ready(self) -> None:
-        """Until the catalog is up to date on a live connection, waiting a little."""
+        """Until the log is applied up to date on a live connection, waiting a little."""
         with self.link.watchdog.bound(self.link.connect_wait_s):
             while True:
                 conn = self._ready_on
@@ -164,7 +185,7 @@ class CatalogLog:
             with conn.watchdog.bound(conn.settings.request_timeout_s):
                 await seen.wait()
             if not seen.is_set():
-                raise Timeout("catalog record confirmed but not read back in time")
+                raise Timeout(f"{self.stream} record confirmed but not read back in time")
         finally:
             self.waiting.pop(rid, None)
 
@@ -172,7 +193,7 @@ class CatalogLog:
         async with self._declaring:
             publisher = self._publisher
             if publisher is None or publisher.conn is not conn or not publisher.usable:
-                publisher = self._publisher = await Publisher.declare(conn, CATALOG_STREAM)
+                publisher = self._publisher = await Publisher.declare(conn, self.stream)
             return publisher
 
 
@@ -180,4 +201,4 @@ def new_rid() -> str:
     return uuid.uuid4().hex
 
 
-__all__ = ["CatalogLog", "new_rid"]
+__all__ = ["Applier", "CatalogLog", "new_rid"]

@@ -44,7 +44,7 @@ from gateway.listeners.rabbitmq_stream.session import (
     State,
     Subscription,
 )
-from gateway.model import GatewayError, JoinGroup
+from gateway.model import GatewayError
 from gateway.router import Router
 from gateway.translate.rabbitmq_stream import requests as tr
 from protocols import rabbitmq_stream as rs
@@ -69,10 +69,10 @@ class RabbitStreamService:
         self.settings = settings
         self.users = users
         self.catalog = Catalog(router)
-        # Where groups are the broker's (the Kafka backend), so is who is active: the same
-        # for every gateway on it; else this process decides.
+        # Where groups are shared by every gateway on the backend (the Kafka broker's, or the
+        # gateways' replicated ones), so is who is active; else this process decides.
         self.active: Deciding[Subscription]
-        if router.backend.capabilities.native_groups and router.supports(JoinGroup):
+        if router.groups_shared:
             self.active = BrokerActiveConsumers(router, rabbitmq_stream_consume.set_active)
         else:
             self.active = ActiveConsumers(rabbitmq_stream_consume.set_active)

@@ -8,13 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
-from kio.index import load_request_schema
 
 from gateway.backends.kafka.backend import KafkaBackend, open_kafka
-from protocols._wire import NEED_DATA
-from protocols.kafka.build import build
-from protocols.kafka.framing import KafkaClientCodec, KafkaResponse
+from tests.helpers.kafka_group_members import kafka_call
 from tests.helpers.tansu import Tansu, running_tansu
 
 LIMIT_S = 10.0  # any one exchange with the broker
@@ -35,27 +31,6 @@ async def kafka(tansu: Tansu) -> AsyncIterator[KafkaBackend]:
 async def direct(tansu: Tansu, api_key: int, version: int, values: Mapping[str, Any]) -> Any:
     """One request straight to the broker on a connection of its own; the kio answer."""
     return await kafka_call(tansu.bootstrap, api_key, version, values)
-
-
-async def kafka_call(address: str, api_key: int, version: int, values: Mapping[str, Any]) -> Any:
-    """One request to whatever speaks Kafka at ``host:port`` (the broker, or a gateway's
-    listener), on a connection of its own; the kio answer."""
-    host, port = address.rsplit(":", 1)
-    codec = KafkaClientCodec("direct-test")
-    with trio.fail_after(LIMIT_S):
-        stream = await trio.open_tcp_stream(host, int(port))
-        async with stream:
-            await stream.send_all(
-                codec.send(build(load_request_schema(api_key, version), values))[1]
-            )
-            while True:
-                answer = codec.next_response()
-                if isinstance(answer, KafkaResponse):
-                    return answer.body
-                assert answer is NEED_DATA, "the peer closed the connection"
-                data = await stream.receive_some(1 << 20)
-                assert data, "the peer closed the connection"
-                codec.receive_data(data)
 
 
 async def fetch_direct(tansu: Tansu, topic: str, partition: int = 0, offset: int = 0) -> bytes:

@@ -1,0 +1,146 @@
+"""Kafka consumer-group members for the many-gateways tests (issue 14), on every backend:
+confluent-kafka consumers in threads that count a message only once the group's coordinator
+took its commit, the checks on what they hold, and one raw Kafka request to any listener.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from kio.index import load_request_schema
+
+from protocols._wire import NEED_DATA
+from protocols.kafka.build import build
+from protocols.kafka.framing import KafkaClientCodec, KafkaResponse
+
+PARTITIONS = 6
+MESSAGES = 600
+SESSION_MS = 6000
+CALL_LIMIT_S = 20.0
+
+
+async def in_thread(fn: Callable[[], Any]) -> Any:
+    return await trio.to_thread.run_sync(fn, abandon_on_cancel=True)
+
+
+def create_and_fill(bootstrap: str, topic: str) -> None:
+    """A 6-partition topic and 600 keyed messages, by an idempotent producer (its producer id
+    granted by the broker through the gateway)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
+        future.result(20)
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                         "linger.ms": 5})  # fmt: skip
+    for i in range(MESSAGES):
+        producer.produce(topic, value=b"m%d" % i, key=b"key-%d" % i)
+    assert producer.flush(30) == 0
+
+
+@dataclass
+class Counted:
+    """What the consumers counted: (partition, offset) -> how often, under one lock."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    times: dict[tuple[int, int], int] = field(default_factory=dict)
+    delivered: set[tuple[int, int]] = field(default_factory=set)
+    stopped: set[str] = field(default_factory=set)
+    closed_s: dict[str, float] = field(default_factory=dict)
+    assigned: dict[str, set[int]] = field(default_factory=dict)
+    member_ids: dict[str, str] = field(default_factory=dict)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def total(self) -> int:
+        with self.lock:
+            return len(self.times)
+
+
+def member(name: str, bootstrap: str, topic: str, group: str, counted: Counted) -> None:
+    """A group member through one gateway: a message counts once the broker took its commit
+    (committed synchronously, one message at a time); a refused commit leaves the message to
+    whoever owns the partition in the new generation."""
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+        "enable.auto.commit": False, "session.timeout.ms": SESSION_MS,
+        "heartbeat.interval.ms": 500, "client.id": name,
+    })  # fmt: skip
+
+    def on_assign(_: Any, partitions: list[Any]) -> None:
+        with counted.lock:
+            counted.assigned[name] = {p.partition for p in partitions}
+            counted.member_ids[name] = consumer.memberid() or ""
+
+    def on_revoke(_: Any, partitions: list[Any]) -> None:
+        with counted.lock:
+            counted.assigned[name] = set()
+
+    consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
+    try:
+        while not counted.stop.is_set() and name not in counted.stopped:
+            msg = consumer.poll(0.2)
+            if msg is None or msg.error() is not None:
+                continue
+            partition, offset = msg.partition(), msg.offset()
+            assert partition is not None and offset is not None
+            key = (partition, offset)
+            with counted.lock:
+                counted.delivered.add(key)
+            try:
+                consumer.commit(message=msg, asynchronous=False)
+            except KafkaException:
+                continue  # refused (fenced), or its answer lost with a killed gateway
+            with counted.lock:
+                counted.times[key] = counted.times.get(key, 0) + 1
+    finally:
+        started = time.monotonic()
+        consumer.close()
+        counted.closed_s[name] = time.monotonic() - started
+
+
+async def until(check: Callable[[], bool], limit_s: float, what: str) -> None:
+    """Polls ``check`` (state the consumer threads change) until it holds."""
+    with trio.move_on_after(limit_s):
+        while not check():  # noqa: ASYNC110 - threads change the state, no event to wait on
+            await trio.sleep(0.1)
+        return
+    raise AssertionError(f"not within {limit_s} s: {what}")
+
+
+def settled(counted: Counted, names: list[str]) -> bool:
+    """Every named member holds partitions, none twice, all of them covered."""
+    with counted.lock:
+        held = [counted.assigned.get(n, set()) for n in names]
+    every = [p for h in held for p in h]
+    return all(held) and sorted(every) == list(range(PARTITIONS))
+
+
+async def describe(address: str, group: str) -> Any:
+    [answer] = (await kafka_call(address, 15, 1, {"groups": [group]})).groups
+    return answer
+
+
+async def kafka_call(address: str, api_key: int, version: int, values: Mapping[str, Any]) -> Any:
+    """One request to whatever speaks Kafka at ``host:port`` (the broker, or a gateway's
+    listener), on a connection of its own; the kio answer."""
+    host, port = address.rsplit(":", 1)
+    codec = KafkaClientCodec("direct-test")
+    with trio.fail_after(CALL_LIMIT_S):
+        stream = await trio.open_tcp_stream(host, int(port))
+        async with stream:
+            await stream.send_all(
+                codec.send(build(load_request_schema(api_key, version), values))[1]
+            )
+            while True:
+                answer = codec.next_response()
+                if isinstance(answer, KafkaResponse):
+                    return answer.body
+                assert answer is NEED_DATA, "the peer closed the connection"
+                data = await stream.receive_some(1 << 20)
+                assert data, "the peer closed the connection"
+                codec.receive_data(data)
