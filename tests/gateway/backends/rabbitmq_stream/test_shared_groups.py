@@ -1,0 +1,138 @@
+"""Many gateways, one RabbitMQ (issue 14): consumer groups shared by every gateway on it.
+
+RabbitMQ has no group coordinator, so the gateways replicate their groups over the coordination
+stream (``coordination.shared_groups``). Real ``streamgate run`` processes on a real RabbitMQ
+3.10.8, real clients:
+- one Kafka group's confluent-kafka consumers through three gateways share the partitions
+  (disjoint, covering all) and every message is counted once across the rebalance the third one
+  causes; DescribeGroups through any gateway shows the one group;
+- a SIGKILLed gateway's member expires after its session timeout (the survivors' ticks move the
+  log's clock), its partitions resume through the other gateway from the offsets committed
+  through the dead one;
+- RabbitMQ Stream single active consumer through two gateways has one active member.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import trio
+
+from tests.helpers.gateways import running_gateways
+from tests.helpers.kafka_group_members import (
+    MESSAGES,
+    PARTITIONS,
+    SESSION_MS,
+    Counted,
+    create_and_fill,
+    describe,
+    in_thread,
+    kafka_call,
+    member,
+    settled,
+    until,
+)
+from tests.helpers.sac_across_gateways import one_active_consumer_across_two_gateways
+
+from .conftest import Broker
+
+LIMIT_S = 90.0
+
+
+async def test_one_group_through_three_gateways_counts_every_message_once(
+    broker: Broker, tmp_path: Path
+) -> None:
+    counted = Counted()
+    names = ["via-a", "via-b", "via-c"]
+    async with running_gateways(broker.url, tmp_path, 3) as (a, b, c):
+        with trio.fail_after(LIMIT_S):
+            await in_thread(lambda: create_and_fill(a.kafka, "orders"))
+            async with trio.open_nursery() as nursery:
+                for name, gateway in zip(names[:2], (a, b), strict=True):
+                    nursery.start_soon(
+                        in_thread,
+                        lambda n=name, g=gateway: member(n, g.kafka, "orders", "g", counted),
+                    )
+                # The third joins once the first two are consuming: a rebalance mid-stream.
+                await until(lambda: counted.total() >= 100, 30, "100 messages counted")
+                nursery.start_soon(
+                    in_thread, lambda: member("via-c", c.kafka, "orders", "g", counted)
+                )
+                await until(lambda: settled(counted, names), 45, f"3 members: {counted.assigned}")
+                await until(lambda: counted.total() == MESSAGES, 30, "600 messages counted")
+                # One group, seen the same through every gateway.
+                seen = [await describe(g.kafka, "g") for g in (a, b, c)]
+                counted.stop.set()
+    for group in seen:
+        assert (group.group_state, len(group.members)) == ("Stable", 3)
+    assert {m.member_id for m in seen[0].members} == set(counted.member_ids.values())
+    assert len(counted.times) == MESSAGES
+    assert set(counted.times.values()) == {1}, "a message was counted twice"
+
+
+async def committed(address: str, topic: str, group: str) -> dict[int, int]:
+    """The group's committed offsets, through a gateway (RabbitMQ's offset tracking)."""
+    answer = await kafka_call(
+        address, 9, 5,
+        {"group_id": group,
+         "topics": [{"name": topic, "partition_indexes": list(range(PARTITIONS))}]},
+    )  # fmt: skip
+    return {p.partition_index: p.committed_offset for p in answer.topics[0].partitions}
+
+
+async def test_a_killed_gateways_members_move_to_the_other_gateway(
+    broker: Broker, tmp_path: Path
+) -> None:
+    """A gateway is SIGKILLed mid-stream: the survivor's replica expires its member after the
+    session timeout, the survivor takes its partitions from the offsets committed through the
+    dead gateway; nothing is lost and no commit is taken twice."""
+    counted = Counted()
+    async with running_gateways(broker.url, tmp_path, 2) as (a, b):
+        with trio.fail_after(LIMIT_S):
+            await in_thread(lambda: create_and_fill(b.kafka, "orders"))
+            doomed = trio.CancelScope()
+
+            async def via_a() -> None:
+                with doomed:
+                    await in_thread(lambda: member("via-a", a.kafka, "orders", "g", counted))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(via_a)
+                nursery.start_soon(
+                    in_thread, lambda: member("via-b", b.kafka, "orders", "g", counted)
+                )
+                await until(lambda: settled(counted, ["via-a", "via-b"]), 45, "2 members")
+                await until(lambda: counted.total() >= 200, 30, "200 messages counted")
+                with counted.lock:
+                    orphaned = set(counted.assigned["via-a"])
+                await a.kill()
+                killed_at = time.monotonic()
+                await until(
+                    lambda: counted.assigned.get("via-b") == set(range(PARTITIONS)),
+                    SESSION_MS / 1000 + 15,
+                    "via-b holds every partition",
+                )
+                moved_s = time.monotonic() - killed_at
+                with counted.lock:
+                    counted.stopped.add("via-a")
+                await until(lambda: len(counted.delivered) == MESSAGES, 30, "600 delivered")
+                ends = {p: 1 + max(o for q, o in counted.delivered if q == p)
+                        for p in range(PARTITIONS)}  # fmt: skip
+                while await committed(b.kafka, "orders", "g") != ends:  # noqa: ASYNC110
+                    await trio.sleep(0.2)
+                counted.stop.set()
+                await until(lambda: "via-b" in counted.closed_s, 15, "via-b closed")
+                doomed.cancel()
+    assert orphaned and moved_s < SESSION_MS / 1000 + 15, (orphaned, moved_s)
+    assert sum(ends.values()) == MESSAGES
+    assert set(counted.times.values()) == {1}, "a commit was taken twice"
+    assert len(counted.times) >= MESSAGES - len(orphaned)  # at most one unseen per partition
+
+
+# rstream 1.1.1 leaves the socket and StreamWriter of a connection whose server died open (its
+# reader task ends without closing them): unraisable ResourceWarnings of the library's.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+async def test_one_active_consumer_across_two_gateways(broker: Broker, tmp_path: Path) -> None:
+    await one_active_consumer_across_two_gateways(broker.url, tmp_path)
