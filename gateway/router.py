@@ -105,8 +105,8 @@ class Router:
         # Every command the Backend protocol has a method for; group membership goes to the
         # broker when the backend is where groups are decided (NativeGroups), else to the
         # gateway's coordinator; producer ids to the broker that deduplicates by them, else the
-        # gateway grants them; authentication to the user store. A command left out here is
-        # answered ``Unsupported``.
+        # gateway grants them where the backend deduplicates; authentication to the user store.
+        # A command left out here is answered ``Unsupported``.
         t: dict[type[Command[Any]], Callable[[Any], Awaitable[Any]]] = {}
         _bind(t, CreateStream, backend.create_stream)
         _bind(t, DeleteStream, backend.delete_stream)
@@ -128,9 +128,11 @@ class Router:
         _bind(t, FetchOffset, backend.fetch_offset)
         _bind(t, DeleteOffset, backend.delete_offset)
         _bind(t, Stats, backend.stats)
+        # Producer ids only where something deduplicates by them (the broker granting them, or
+        # the backend by ids the gateway grants); elsewhere InitProducer is Unsupported.
         if isinstance(backend, NativeProducerIds) and backend.capabilities.idempotent_producers:
             _bind(t, InitProducer, backend.init_producer)
-        else:
+        elif backend.capabilities.idempotent_producers:
             _bind(t, InitProducer, self._init_producer)
         if isinstance(backend, NativePublisherDedup) and backend.capabilities.publisher_dedup:
             _bind(t, PublisherSequence, backend.publisher_sequence)

@@ -13,13 +13,13 @@ keep in one file of theirs (``user_store_file``: changes under a lock), so a use
 through one worker logs in through all. A worker that dies is started again after a second.
 SIGTERM/SIGINT are passed on; each worker drains as a single gateway does.
 
-Correct only where what a client relies on is the broker's: the Kafka backend, whose broker runs
-the Kafka groups and the RabbitMQ single active consumers, and grants and deduplicates producer
-ids. What still lives in one process there is refused by each worker rather than split between
-them: Iggy consumer groups (FEATURE_UNAVAILABLE) and RabbitMQ Stream publishers with a reference
-(PRECONDITION_FAILED). The embedded store has
-one owner, and the RabbitMQ and Iggy backends still keep groups and publisher sequences per
-gateway (README, "Running many gateways"): ``--workers`` above one is refused there.
+Correct only where what a client relies on is shared by every gateway on the backend: on the
+Kafka backend the broker runs the Kafka groups and the RabbitMQ single active consumers, and
+grants and deduplicates producer ids; on the RabbitMQ backend the gateways replicate their groups
+over its coordination stream and RabbitMQ deduplicates publishers and Kafka producers. What still
+lives in one process is refused by each worker rather than split between them: Iggy consumer
+groups (FEATURE_UNAVAILABLE). The embedded store has one owner, and the Iggy backend still keeps
+groups per gateway (README, "Running many gateways"): ``--workers`` above one is refused there.
 """
 
 from __future__ import annotations
@@ -47,8 +47,9 @@ from gateway.model import GatewayError
 
 log = structlog.get_logger("streamgate.supervisor")
 
-# Backends whose broker holds every guarantee the listeners give (groups, producer ids).
-SHARED_STATE_SCHEMES = frozenset({"kafka"})
+# Backends where every guarantee the listeners give (groups, producer ids, publisher
+# deduplication) is shared by all gateways on them.
+SHARED_STATE_SCHEMES = frozenset({"kafka", "rabbitmq-stream"})
 _LISTENERS = ("rog", "kafka", "iggy", "rabbitmq_stream")
 _START_WITHIN_S = 60.0
 _RESTART_AFTER_S = 1.0

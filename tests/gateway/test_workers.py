@@ -11,12 +11,10 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -28,9 +26,10 @@ from protocols.iggy import Era, Framing, IggyClientCodec, Status
 from protocols.iggy.frames_groups import CreateConsumerGroup
 from protocols.iggy.frames_users import CreateUser
 from protocols.rabbitmq_stream import ResponseCode
+from tests.helpers.gateways import supervisor
 from tests.helpers.iggy_wire import IggyWire, login_command
 from tests.helpers.listing import listing
-from tests.helpers.processes import accepted_on, alive, end_child
+from tests.helpers.processes import accepted_on, alive
 from tests.helpers.rabbitmq_stream_wire import RabbitWire
 from tests.helpers.tansu import Tansu, running_tansu
 
@@ -42,41 +41,6 @@ CONNECTIONS = 16
 async def tansu(tmp_path: Path) -> AsyncIterator[Tansu]:
     async with running_tansu(tmp_path) as started:
         yield started
-
-
-@asynccontextmanager
-async def supervisor(
-    tmp_path: Path, backend: str, workers: int = 2
-) -> AsyncIterator[tuple[trio.Process, dict[str, str], list[int]]]:
-    """``streamgate run --workers`` on free ports: the process, {endpoint: address}, the
-    workers' pids (from its ``workers:`` line)."""
-    log_path = tmp_path / "supervisor.log"
-    with log_path.open("ab") as out:
-        proc = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "gateway.cli", "run", "--backend", backend,
-             "--workers", str(workers), "--rog-port", "0", "--kafka-port", "0",
-             "--iggy-port", "0", "--rabbitmq-stream-port", "0", "--admin-port", "0",
-             "--log-format", "console"],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"}, cwd=tmp_path,
-        )  # fmt: skip
-    try:
-        give_up = time.monotonic() + LIMIT_S
-        while True:
-            text = log_path.read_text(errors="replace")
-            lines = [line.split() for line in text.splitlines()]
-            pids = next((w[1:] for w in lines if w[:1] == ["workers:"]), None)
-            if pids is not None:
-                break
-            assert proc.returncode is None, f"exited {proc.returncode}:\n{text}"
-            assert time.monotonic() < give_up, text
-            await trio.sleep(0.05)
-        addresses = {w[0]: w[3].removeprefix("http://") for w in lines
-                     if len(w) >= 4 and w[1:3] == ["listening", "on"]}  # fmt: skip
-        yield proc, addresses, [int(p) for p in pids]
-    finally:
-        with trio.CancelScope(shield=True):
-            await end_child(proc, grace_s=0, term_s=20)
 
 
 def metric(admin: str, name: str, **labels: str) -> float:
@@ -226,7 +190,6 @@ async def what_lives_in_one_process_is_refused(addresses: dict[str, str]) -> Non
     ("backend", "why"),
     [
         ("embedded:./data", "the embedded store has one owner process"),
-        ("rabbitmq-stream://guest:guest@127.0.0.1:1/%2F", "live in each gateway process"),
         ("iggy://iggy:iggy@127.0.0.1:1", "live in each gateway process"),
     ],
 )

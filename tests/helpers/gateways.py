@@ -121,3 +121,41 @@ async def running_gateways(
 
 
 __all__ = ["Gateway", "GatewayDidNotStart", "running_gateway", "running_gateways"]
+
+
+SUPERVISOR_READY_S = 60.0
+
+
+@asynccontextmanager
+async def supervisor(
+    tmp_path: Path, backend: str, workers: int = 2
+) -> AsyncIterator[tuple[trio.Process, dict[str, str], list[int]]]:
+    """``streamgate run --workers`` on free ports: the process, {endpoint: address}, the
+    workers' pids (from its ``workers:`` line)."""
+    log_path = tmp_path / "supervisor.log"
+    with log_path.open("ab") as out:
+        proc = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "gateway.cli", "run", "--backend", backend,
+             "--workers", str(workers), "--rog-port", "0", "--kafka-port", "0",
+             "--iggy-port", "0", "--rabbitmq-stream-port", "0", "--admin-port", "0",
+             "--log-format", "console"],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"}, cwd=tmp_path,
+        )  # fmt: skip
+    try:
+        give_up = time.monotonic() + SUPERVISOR_READY_S
+        while True:
+            text = log_path.read_text(errors="replace")
+            lines = [line.split() for line in text.splitlines()]
+            pids = next((w[1:] for w in lines if w[:1] == ["workers:"]), None)
+            if pids is not None:
+                break
+            assert proc.returncode is None, f"exited {proc.returncode}:\n{text}"
+            assert time.monotonic() < give_up, text
+            await trio.sleep(0.05)
+        addresses = {w[0]: w[3].removeprefix("http://") for w in lines
+                     if len(w) >= 4 and w[1:3] == ["listening", "on"]}  # fmt: skip
+        yield proc, addresses, [int(p) for p in pids]
+    finally:
+        with trio.CancelScope(shield=True):
+            await end_child(proc, grace_s=0, term_s=20)

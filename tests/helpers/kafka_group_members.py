@@ -1,6 +1,7 @@
-"""Kafka consumer-group members for the many-gateways tests (issue 14), on every backend:
-confluent-kafka consumers in threads that count a message only once the group's coordinator
-took its commit, the checks on what they hold, and one raw Kafka request to any listener.
+"""Kafka clients for the many-gateways tests (issue 14), on every backend: confluent-kafka
+group members in threads that count a message only once the group's coordinator took its commit,
+the checks on what they hold, one raw Kafka request to any listener, and an idempotent
+producer's raw batches.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from kio.index import load_request_schema
 
 from protocols._wire import NEED_DATA
+from protocols.kafka import Compression, Record, encode_batch
 from protocols.kafka.build import build
 from protocols.kafka.framing import KafkaClientCodec, KafkaResponse
 
@@ -144,3 +146,24 @@ async def kafka_call(address: str, api_key: int, version: int, values: Mapping[s
                 data = await stream.receive_some(1 << 20)
                 assert data, "the peer closed the connection"
                 codec.receive_data(data)
+
+
+def batch(pid: int, epoch: int, sequence: int, n: int = 3) -> bytes:
+    records = [Record(offset_delta=i, timestamp_delta=0, key=None, value=b"s%d" % (sequence + i))
+               for i in range(n)]  # fmt: skip
+    return encode_batch(
+        records, base_timestamp_ms=1_700_000_000_000, compression=Compression.NONE,
+        producer_id=pid, producer_epoch=epoch, base_sequence=sequence,
+    )  # fmt: skip
+
+
+def produce_request(topic: str, records: bytes) -> dict[str, Any]:
+    partition = {"index": 0, "records": records}
+    return {"transactional_id": None, "acks": -1, "timeout": 10_000,
+            "topic_data": [{"name": topic, "partition_data": [partition]}]}  # fmt: skip
+
+
+async def produce(address: str, topic: str, records: bytes) -> tuple[int, int]:
+    answer = await kafka_call(address, 0, 7, produce_request(topic, records))
+    part = answer.responses[0].partition_responses[0]
+    return int(part.error_code.value), part.base_offset

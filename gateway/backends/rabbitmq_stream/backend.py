@@ -19,8 +19,9 @@ messages and offsets (``_tail``, ``_fetch``, ``_publisher``, ``_streams``).
 
 Capabilities: no native groups (the gateways replicate theirs over a log, ``shared_log``),
 native offsets (StoreOffset/QueryOffset; ``delete_offset`` is Unsupported: RabbitMQ cannot delete
-one), a timestamp index (RabbitMQ's chunk-time index narrows a scan by message time), no idempotent
-producers, the ``rabbitmq_stream`` wire format stored as it is.
+one), a timestamp index (RabbitMQ's chunk-time index narrows a scan by message time), Kafka's
+idempotent producers by RabbitMQ's publisher deduplication, the ``rabbitmq_stream`` wire format
+stored as it is.
 """
 
 from __future__ import annotations
@@ -159,7 +160,9 @@ class RabbitStreamBackend:
             native_groups=False,
             native_offsets=True,
             timestamp_index=True,
-            idempotent_producers=False,
+            # Kafka producer ids (the gateway's) become publisher references (data.py)
+            idempotent_producers=True,
+            duplicate_offsets=False,  # RabbitMQ drops a duplicate without saying where it is
             publisher_dedup=True,  # the client's reference on the broker's publisher
             streams=True,
             max_message_bytes=max_message_bytes,

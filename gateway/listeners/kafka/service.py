@@ -17,6 +17,7 @@ from gateway.listeners.kafka import data as kafka_data
 from gateway.listeners.kafka import groups as kafka_groups
 from gateway.listeners.kafka import handshake as kafka_handshake
 from gateway.listeners.kafka.session import ApiHandlers, KafkaSettings, Session
+from gateway.model import InitProducer
 from gateway.router import Router
 from protocols._wire import NEED_DATA, RemoteProtocolError
 from protocols.kafka.framing import (
@@ -58,6 +59,11 @@ class KafkaService:
         self.router = router
         self.settings = settings
         self.versions = advertised(sasl=settings.sasl)
+        if not router.supports(InitProducer):
+            # Nothing on this backend deduplicates by producer id: Kafka's way of saying so is
+            # not to offer InitProducerId (librdkafka: "idempotent producer not supported by
+            # broker"; the Java client likewise), rather than grant an id that promises it.
+            del self.versions[ApiKey.INIT_PRODUCER_ID]
         self.handlers = HANDLERS
         assert set(self.handlers) >= set(self.versions)
 

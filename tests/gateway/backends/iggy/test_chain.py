@@ -15,7 +15,7 @@ from typing import Any
 import trio
 from apache_iggy import Consumer as IggyConsumer
 from apache_iggy import HeaderValue, PollingStrategy, ReceiveMessage, SendMessage
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 
 from gateway.app import Running
 from gateway.model import DEFAULT_STREAM, Read, Topic
@@ -134,3 +134,29 @@ async def test_kafka_through_the_front_iggy_at_the_back(tmp_path: Path) -> None:
         assert origin_us == (sent_at_ms + i) * 1000  # Kafka's CreateTime ms is Iggy's origin µs
     # Read back through the front, the key is a key again.
     assert through_front == [(b"key-%d" % i, p, sent_at_ms + i) for i, p in enumerate(PAYLOADS)]
+
+
+async def test_an_idempotent_kafka_producer_is_refused_where_nothing_deduplicates(
+    tmp_path: Path,
+) -> None:
+    """Nothing on the Iggy backend deduplicates by a Kafka producer id, so the front does not
+    offer InitProducerId: librdkafka's idempotent producer stops with its own fatal error
+    rather than being promised what nothing keeps; a plain producer goes on working."""
+
+    def try_idempotent(servers: str) -> str:
+        p = Producer({"bootstrap.servers": servers, "enable.idempotence": True,
+                      "message.timeout.ms": 10_000})  # fmt: skip
+        try:
+            for _ in range(50):  # fatal once it learned the broker's versions
+                p.produce("idem", b"x")
+                p.flush(0.2)
+        except KafkaException as exc:
+            return str(exc)
+        return "accepted"
+
+    with trio.fail_after(60):
+        async with chain(tmp_path) as (front, _):
+            host, port = front.address("kafka")
+            servers = f"{host}:{port}"
+            refused = await in_thread(lambda: try_idempotent(servers), limit_s=40)
+    assert "Idempotent producer not supported" in refused, refused

@@ -24,7 +24,7 @@ import trio
 from kafka import KafkaConsumer  # type: ignore[import-untyped]
 from kio.index import load_request_schema
 
-from protocols.kafka import Compression, Record, encode_batch, iter_batches
+from protocols.kafka import iter_batches
 from protocols.kafka.build import build
 from protocols.kafka.framing import KafkaClientCodec
 from tests.helpers.gateways import Gateway, running_gateways
@@ -33,11 +33,14 @@ from tests.helpers.kafka_group_members import (
     PARTITIONS,
     SESSION_MS,
     Counted,
+    batch,
     create_and_fill,
     describe,
     in_thread,
     kafka_call,
     member,
+    produce,
+    produce_request,
     settled,
     until,
 )
@@ -156,27 +159,6 @@ async def test_a_killed_gateways_members_move_to_the_other_gateway(
 # --- an idempotent producer's retries through two gateways ---------------------------------------
 
 
-def batch(pid: int, epoch: int, sequence: int, n: int = 3) -> bytes:
-    records = [Record(offset_delta=i, timestamp_delta=0, key=None, value=b"s%d" % (sequence + i))
-               for i in range(n)]  # fmt: skip
-    return encode_batch(
-        records, base_timestamp_ms=1_700_000_000_000, compression=Compression.NONE,
-        producer_id=pid, producer_epoch=epoch, base_sequence=sequence,
-    )  # fmt: skip
-
-
-def produce_request(topic: str, records: bytes) -> dict[str, Any]:
-    partition = {"index": 0, "records": records}
-    return {"transactional_id": None, "acks": -1, "timeout": 10_000,
-            "topic_data": [{"name": topic, "partition_data": [partition]}]}  # fmt: skip
-
-
-async def produce(gateway: Gateway, topic: str, records: bytes) -> tuple[int, int]:
-    answer = await kafka_call(gateway.kafka, 0, 7, produce_request(topic, records))
-    part = answer.responses[0].partition_responses[0]
-    return int(part.error_code.value), part.base_offset
-
-
 async def test_an_idempotent_retry_through_the_other_gateway_is_stored_once(
     tansu: Tansu, tmp_path: Path
 ) -> None:
@@ -191,10 +173,10 @@ async def test_an_idempotent_retry_through_the_other_gateway_is_stored_once(
                                                         "transaction_timeout": 60_000})  # fmt: skip
             pid, epoch = granted.producer_id, granted.producer_epoch
             assert pid >= 0
-            assert await produce(a, "once", batch(pid, epoch, 0)) == (0, 0)
+            assert await produce(a.kafka, "once", batch(pid, epoch, 0)) == (0, 0)
             # The answer was lost, say: the producer retries through the other gateway.
-            assert await produce(b, "once", batch(pid, epoch, 0)) == (0, -1)
-            assert await produce(b, "once", batch(pid, epoch, 3)) == (0, 3)
+            assert await produce(b.kafka, "once", batch(pid, epoch, 0)) == (0, -1)
+            assert await produce(b.kafka, "once", batch(pid, epoch, 3)) == (0, 3)
             # A batch sent through a, which dies before answering (it may or may not have
             # reached the broker), then retried through b.
             host, port = a.kafka.rsplit(":", 1)
@@ -206,7 +188,7 @@ async def test_an_idempotent_retry_through_the_other_gateway_is_stored_once(
                 )
                 await stream.send_all(codec.send(request)[1])
                 await a.kill()
-            code, _ = await produce(b, "once", batch(pid, epoch, 6))
+            code, _ = await produce(b.kafka, "once", batch(pid, epoch, 6))
             assert code == 0
             stored = await fetch_direct(tansu, "once")
     offsets = []

@@ -9,7 +9,12 @@ stream (``coordination.shared_groups``). Real ``streamgate run`` processes on a 
 - a SIGKILLed gateway's member expires after its session timeout (the survivors' ticks move the
   log's clock), its partitions resume through the other gateway from the offsets committed
   through the dead one;
-- RabbitMQ Stream single active consumer through two gateways has one active member.
+- RabbitMQ Stream single active consumer through two gateways has one active member;
+- ``streamgate run --workers 2`` on RabbitMQ (no longer refused): one group's members through
+  the shared port (the kernel picks a worker per connection) share the partitions;
+- a Kafka idempotent producer's retry through the other gateway is stored once, SIGKILL
+  included: the gateway grants the id, RabbitMQ deduplicates by it (publisher reference of the
+  id and epoch, the sequence as publishing id).
 """
 
 from __future__ import annotations
@@ -19,24 +24,31 @@ from pathlib import Path
 
 import pytest
 import trio
+from kio.index import load_request_schema
 
-from tests.helpers.gateways import running_gateways
+from protocols.kafka.build import build
+from protocols.kafka.framing import KafkaClientCodec
+from tests.helpers.gateways import running_gateways, supervisor
 from tests.helpers.kafka_group_members import (
     MESSAGES,
     PARTITIONS,
     SESSION_MS,
     Counted,
+    batch,
     create_and_fill,
     describe,
     in_thread,
     kafka_call,
     member,
+    produce,
+    produce_request,
     settled,
     until,
 )
+from tests.helpers.rstream_direct import read_until
 from tests.helpers.sac_across_gateways import one_active_consumer_across_two_gateways
 
-from .conftest import Broker
+from .conftest import Broker, in_asyncio
 
 LIMIT_S = 90.0
 
@@ -136,3 +148,66 @@ async def test_a_killed_gateways_members_move_to_the_other_gateway(
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 async def test_one_active_consumer_across_two_gateways(broker: Broker, tmp_path: Path) -> None:
     await one_active_consumer_across_two_gateways(broker.url, tmp_path)
+
+
+async def test_an_idempotent_retry_through_the_other_gateway_is_stored_once(
+    broker: Broker, tmp_path: Path
+) -> None:
+    async with running_gateways(broker.url, tmp_path, 2) as (a, b):
+        with trio.fail_after(LIMIT_S):
+            topic = {"name": "once", "num_partitions": 1, "replication_factor": 1,
+                     "assignments": [], "configs": []}  # fmt: skip
+            await kafka_call(
+                a.kafka, 19, 2, {"topics": [topic], "timeout": 10_000, "validate_only": False}
+            )
+            granted = await kafka_call(a.kafka, 22, 1, {"transactional_id": None,
+                                                        "transaction_timeout": 60_000})  # fmt: skip
+            pid, epoch = granted.producer_id, granted.producer_epoch
+            assert pid >= 0
+            assert await produce(a.kafka, "once", batch(pid, epoch, 0)) == (0, 0)
+            # The answer was lost, say: the producer retries through the other gateway.
+            assert await produce(b.kafka, "once", batch(pid, epoch, 0)) == (0, -1)
+            code, base = await produce(b.kafka, "once", batch(pid, epoch, 3))
+            assert code == 0 and base > 0
+            assert (await produce(b.kafka, "once", batch(pid, epoch, 9)))[0] != 0  # a gap
+            # A batch sent through a, which dies before answering (it may or may not have
+            # reached the broker), then retried through b.
+            host, port = a.kafka.rsplit(":", 1)
+            stream = await trio.open_tcp_stream(host, int(port))
+            async with stream:
+                codec = KafkaClientCodec("crash-test")
+                request = build(
+                    load_request_schema(0, 7), produce_request("once", batch(pid, epoch, 6))
+                )
+                await stream.send_all(codec.send(request)[1])
+                await a.kill()
+            code, _ = await produce(b.kafka, "once", batch(pid, epoch, 6))
+            assert code == 0
+    # Everything the stream holds: reading goes on until nothing more comes (WAIT_S).
+    got = await in_asyncio(
+        lambda: read_until(broker.rstream(), "once", lambda got: len(got) > 9, strict=False)
+    )
+    values = [entry[-2:] for _, entry, _ in got]  # AMQP 1.0 entries: the data section last
+    assert values == [b"s%d" % i for i in range(9)], values
+
+
+async def test_workers_on_rabbitmq_share_one_group(broker: Broker, tmp_path: Path) -> None:
+    counted = Counted()
+    names = ["one", "two"]
+    async with supervisor(tmp_path, broker.url, workers=2) as (_, addresses, pids):
+        kafka = addresses["kafka"]
+        with trio.fail_after(LIMIT_S):
+            await in_thread(lambda: create_and_fill(kafka, "orders"))
+            async with trio.open_nursery() as nursery:
+                for name in names:
+                    nursery.start_soon(
+                        in_thread, lambda n=name: member(n, kafka, "orders", "g", counted)
+                    )
+                await until(lambda: settled(counted, names), 45, f"2 members: {counted.assigned}")
+                await until(lambda: counted.total() == MESSAGES, 30, "600 messages counted")
+                group = await describe(kafka, "g")
+                counted.stop.set()
+    assert len(pids) == 2
+    assert (group.group_state, len(group.members)) == ("Stable", 2)
+    assert len(counted.times) == MESSAGES
+    assert set(counted.times.values()) == {1}, "a message was counted twice"
