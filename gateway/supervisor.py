@@ -15,11 +15,12 @@ SIGTERM/SIGINT are passed on; each worker drains as a single gateway does.
 
 Correct only where what a client relies on is shared by every gateway on the backend: on the
 Kafka backend the broker runs the Kafka groups and the RabbitMQ single active consumers, and
-grants and deduplicates producer ids; on the RabbitMQ backend the gateways replicate their groups
-over its coordination stream and RabbitMQ deduplicates publishers and Kafka producers. What still
-lives in one process is refused by each worker rather than split between them: Iggy consumer
-groups (FEATURE_UNAVAILABLE). The embedded store has one owner, and the Iggy backend still keeps
-groups per gateway (README, "Running many gateways"): ``--workers`` above one is refused there.
+grants and deduplicates producer ids; on the RabbitMQ and Iggy backends the gateways replicate
+those groups over a log on the server, and RabbitMQ deduplicates publishers and Kafka producers.
+What still lives in one process is refused by each worker rather than split between them: Iggy
+consumer groups (FEATURE_UNAVAILABLE), and RabbitMQ Stream publishers with a reference where the
+broker does not deduplicate (PRECONDITION_FAILED). The embedded store has one owner:
+``--workers`` above one is refused there.
 """
 
 from __future__ import annotations
@@ -47,9 +48,6 @@ from gateway.model import GatewayError
 
 log = structlog.get_logger("streamgate.supervisor")
 
-# Backends where every guarantee the listeners give (groups, producer ids, publisher
-# deduplication) is shared by all gateways on them.
-SHARED_STATE_SCHEMES = frozenset({"kafka", "rabbitmq-stream"})
 _LISTENERS = ("rog", "kafka", "iggy", "rabbitmq_stream")
 _START_WITHIN_S = 60.0
 _RESTART_AFTER_S = 1.0
@@ -68,17 +66,10 @@ def check_workers(config: Config) -> None:
     scheme = config.backend.url.partition(":")[0].lower()
     if config.workers < 1:
         raise WorkersRefused(f"workers must be at least 1, not {config.workers}")
-    if config.workers == 1 or scheme in SHARED_STATE_SCHEMES:
-        return
-    if scheme == "embedded":
+    if config.workers > 1 and scheme == "embedded":
         raise WorkersRefused(
             "--workers needs an external backend: the embedded store has one owner process"
         )
-    raise WorkersRefused(
-        f"--workers is refused on the {scheme} backend: its consumer groups and publisher "
-        "sequences live in each gateway process (README, 'Running many gateways'); "
-        "run one gateway per broker there"
-    )
 
 
 @dataclass
@@ -290,7 +281,6 @@ def _worker_ready(admin: str) -> tuple[bool, str]:
 
 
 __all__ = [
-    "SHARED_STATE_SCHEMES",
     "Supervised",
     "WorkerFailed",
     "WorkersRefused",

@@ -190,7 +190,6 @@ async def what_lives_in_one_process_is_refused(addresses: dict[str, str]) -> Non
     ("backend", "why"),
     [
         ("embedded:./data", "the embedded store has one owner process"),
-        ("iggy://iggy:iggy@127.0.0.1:1", "live in each gateway process"),
     ],
 )
 async def test_workers_are_refused_where_a_gateways_memory_would_be_shared(

@@ -32,13 +32,13 @@ async def in_thread(fn: Callable[[], Any]) -> Any:
     return await trio.to_thread.run_sync(fn, abandon_on_cancel=True)
 
 
-def create_and_fill(bootstrap: str, topic: str) -> None:
-    """A 6-partition topic and 600 keyed messages, by an idempotent producer (its producer id
-    granted by the broker through the gateway)."""
+def create_and_fill(bootstrap: str, topic: str, *, idempotent: bool = True) -> None:
+    """A 6-partition topic and 600 keyed messages, by an idempotent producer unless told (where
+    the backend deduplicates: the Kafka broker, or RabbitMQ)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
         future.result(20)
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": idempotent,
                          "linger.ms": 5})  # fmt: skip
     for i in range(MESSAGES):
         producer.produce(topic, value=b"m%d" % i, key=b"key-%d" % i)

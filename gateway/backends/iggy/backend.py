@@ -2,8 +2,9 @@
 binary TCP protocol in the current (VSR) framing, with the client role of ``protocols.iggy``.
 
 A canonical stream is an Iggy stream, a topic an Iggy topic, partitions 0-based (iggy.md §4).
-Groups run in the gateway's coordinator (an Iggy consumer group is one server-side session's
-business); offsets live on the server, in Iggy single consumers. The connections and their
+Kafka groups and single active consumers are replicated by every gateway on the server over a
+topic of its own (``backends.topic_log``, ``coordination.shared_groups``); offsets live on the
+server, in Iggy single consumers. The connections and their
 health are ``iggy_pool``'s, streams and topics ``iggy_admin``'s, messages and offsets
 ``iggy_data``'s.
 """
@@ -14,10 +15,17 @@ from urllib.parse import unquote, urlsplit
 
 import trio
 
-from gateway.backends.base import BackendSettings, BackendUrlError, Capabilities
+from gateway.backends.base import (
+    BackendSettings,
+    BackendUrlError,
+    Capabilities,
+    LogApplier,
+    SharedLog,
+)
 from gateway.backends.iggy import admin
 from gateway.backends.iggy import data as iggy_data
 from gateway.backends.iggy.pool import IggyTarget, Pool
+from gateway.backends.topic_log import TopicLog
 from gateway.model import (
     Append,
     AppendResult,
@@ -114,7 +122,7 @@ class IggyBackend:
         # ``lossy`` is called with a field a message lost on its way to Iggy (headers, key).
         self.data = iggy_data.Data(self.pool, max_message_bytes, lossy)
         self.capabilities = Capabilities(
-            native_groups=False,  # the gateway's coordinator runs them
+            native_groups=False,  # the gateways replicate theirs over a topic (shared_log)
             native_offsets=True,
             timestamp_index=True,
             idempotent_producers=False,
@@ -122,14 +130,25 @@ class IggyBackend:
             max_message_bytes=max_message_bytes,
             wire_formats=frozenset({WIRE_FORMAT}),
         )
+        self.shared: TopicLog | None = None  # the shared log, once asked for
 
     @classmethod
     def from_url(cls, url: str, settings: BackendSettings | None = None) -> IggyBackend:
         s = settings or BackendSettings()
         return cls(parse_url(url), max_message_bytes=s.max_message_bytes)
 
+    def shared_log(self, applier: LogApplier) -> SharedLog:
+        """A topic on the server every gateway appends to and follows (``backends.topic_log``):
+        shared consumer groups replicate over it."""
+        self.shared = TopicLog(self, applier)
+        return self.shared
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        await self.pool.run(task_status=task_status)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.pool.run)
+            if self.shared is not None:
+                await nursery.start(self.shared.run)
+            task_status.started()
 
     async def ping(self) -> None:
         reply = await self.pool.call(wire.Ping(), safe=True)

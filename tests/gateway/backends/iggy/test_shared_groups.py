@@ -1,0 +1,67 @@
+"""Many gateways, one Iggy server (issue 14): Kafka groups and RabbitMQ Stream single active
+consumers shared by every gateway on it, replicated over a topic on the server
+(``backends.topic_log``). The Iggy server is a second streamgate serving Iggy (no Iggy server is
+installable here; tests/helpers/iggy_upstream.py); the front gateways are real ``streamgate run``
+processes on ``iggy://``, the clients confluent-kafka and rstream.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+
+from tests.helpers.gateways import running_gateways
+from tests.helpers.iggy_upstream import upstream_gateway
+from tests.helpers.kafka_group_members import (
+    MESSAGES,
+    Counted,
+    create_and_fill,
+    describe,
+    in_thread,
+    member,
+    settled,
+    until,
+)
+from tests.helpers.sac_across_gateways import one_active_consumer_across_two_gateways
+
+LIMIT_S = 90.0
+
+
+def url_of(upstream: object) -> str:
+    host, port = upstream.address("iggy")  # type: ignore[attr-defined]
+    return f"iggy://iggy:iggy@{host}:{port}"
+
+
+async def test_one_group_through_two_gateways_counts_every_message_once(tmp_path: Path) -> None:
+    counted = Counted()
+    names = ["via-a", "via-b"]
+    async with (
+        upstream_gateway(tmp_path / "upstream") as upstream,
+        running_gateways(url_of(upstream), tmp_path, 2) as (a, b),
+    ):
+        with trio.fail_after(LIMIT_S):
+            await in_thread(lambda: create_and_fill(a.kafka, "orders", idempotent=False))
+            async with trio.open_nursery() as nursery:
+                for name, gateway in zip(names, (a, b), strict=True):
+                    nursery.start_soon(
+                        in_thread,
+                        lambda n=name, g=gateway: member(n, g.kafka, "orders", "g", counted),
+                    )
+                await until(lambda: settled(counted, names), 45, f"2 members: {counted.assigned}")
+                await until(lambda: counted.total() == MESSAGES, 30, "600 messages counted")
+                seen = [await describe(g.kafka, "g") for g in (a, b)]
+                counted.stop.set()
+    for group in seen:
+        assert (group.group_state, len(group.members)) == ("Stable", 2)
+    assert len(counted.times) == MESSAGES
+    assert set(counted.times.values()) == {1}, "a message was counted twice"
+
+
+# rstream 1.1.1 leaves the socket and StreamWriter of a connection whose server died open (its
+# reader task ends without closing them): unraisable ResourceWarnings of the library's.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+async def test_one_active_consumer_across_two_gateways(tmp_path: Path) -> None:
+    async with upstream_gateway(tmp_path / "upstream") as upstream:
+        await one_active_consumer_across_two_gateways(url_of(upstream), tmp_path)
