@@ -124,6 +124,14 @@ class SharedGroups:
             log.warning("coordination record skipped", error=str(exc), offset=offset)
             return None
         rid = record.get("rid")
+        if self._based and offset > self.next_offset:
+            # Records this replica never saw are gone (retention passed while it was away):
+            # start over from the next snapshot rather than go on with a wrong table.
+            log.warning("coordination log has a gap: waiting for a snapshot",
+                        expected=self.next_offset, got=offset)  # fmt: skip
+            self._based = False
+            self._first_offset = offset
+            self._pending.clear()
         if self._first_offset is None:
             self._first_offset = offset
         if not self._based:

@@ -219,3 +219,23 @@ async def test_a_replica_that_has_not_read_the_log_does_not_answer(
         await c.describe_group(DescribeGroup(group=GROUP, stream=STREAM))
     with pytest.raises(BackendUnavailable):
         c.check_commit(GROUP, STREAM, 1, "m")
+
+
+async def test_a_replica_that_missed_records_starts_over_from_a_snapshot(
+    nursery: trio.Nursery, autojump_clock: MockClock
+) -> None:
+    """Records it never saw (retention passed while it was away) make a replica start over
+    from the next snapshot instead of going on with a wrong table."""
+    log = MemLog()
+    a, _ = await _replica(nursery, log, snapshot_every_s=2)
+    b, _ = await _replica(nursery, log, snapshot_every_s=2)
+    log.replicas.remove(b)  # b is away ...
+    ja = await a.join_group(_join(client="a"))
+    hb = Heartbeat(group=GROUP, stream=STREAM, generation=ja.generation, member_id=ja.member_id)
+    await a.heartbeat(hb)
+    describe = DescribeGroup(group=GROUP, stream=STREAM)
+    log.replicas.append(b)  # ... and back, the records in between gone
+    await trio.sleep(2.5)  # the first record b sees is past a gap; a writes a snapshot
+    await a.heartbeat(hb)
+    assert (await b.describe_group(describe)).info == (await a.describe_group(describe)).info
+    assert len((await b.describe_group(describe)).info.members) == 1
