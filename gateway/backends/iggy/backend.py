@@ -50,6 +50,7 @@ from gateway.model import (
     DescribeTopicResult,
     FetchOffset,
     FetchOffsetResult,
+    GatewayError,
     ListOffsets,
     ListOffsetsResult,
     ListStreams,
@@ -144,11 +145,21 @@ class IggyBackend:
         return self.shared
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        if self.shared is None:
+            await self.pool.run(task_status=task_status)
+            return
+        refused: GatewayError | None = None  # a start that fails (bad credentials) as itself
         async with trio.open_nursery() as nursery:
-            await nursery.start(self.pool.run)
-            if self.shared is not None:
+            try:
+                await nursery.start(self.pool.run)
+            except GatewayError as exc:
+                refused = exc
+                nursery.cancel_scope.cancel()
+            else:
                 await nursery.start(self.shared.run)
-            task_status.started()
+                task_status.started()
+        if refused is not None:
+            raise refused
 
     async def ping(self) -> None:
         reply = await self.pool.call(wire.Ping(), safe=True)
