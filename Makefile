@@ -7,8 +7,9 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v p
 VENV := .venv
 BIN := $(VENV)/bin
 # Two stamps in one venv: what running the gateway needs (the runtime dependencies: `make run`),
-# and on top of it the `test` extra (linters, test clients, Tansu: `make check`, `make test`).
-# `make run` after `make test` installs nothing; `make test` after `make run` adds the extra.
+# and on top of it the `test` and `pipeline` extras (linters, test clients, Tansu; pyspark and
+# pyarrow for pipeline/ and tests/pipeline: `make check`, `make test`). `make run` after
+# `make test` installs nothing; `make test` after `make run` adds the extras.
 RUN_STAMP := $(VENV)/.run-stamp
 TEST_STAMP := $(VENV)/.test-stamp
 PIP_INSTALL := $(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt
@@ -23,17 +24,21 @@ IGGYPY04_STAMP := $(IGGYPY04_VENV)/.installed-stamp
 # rabbitmq-server: the real RabbitMQ (3.10.8 on bookworm, stream plugin included) that
 # tests/helpers/rabbitmq_server.py runs on loopback for the backend tests, with epmd (from
 # erlang-base). The tests never use its service: each runs a private node on free ports.
-APT_TEST_PACKAGES := kcat rabbitmq-server
+# openjdk-17-jre-headless: the JVM pyspark starts (tests/pipeline; bookworm's default Java).
+APT_TEST_PACKAGES := kcat rabbitmq-server openjdk-17-jre-headless
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # The tests that need no server, no extra venv and no apt (codecs, translation, coordination, the
-# embedded store, config, the client's rendering): `make check`. By path, so a moved or renamed
+# embedded store, config, the client's rendering, the pipeline's options and offset arithmetic):
+# `make check`. By path, so a moved or renamed
 # one is an error here rather than silently left out; a new module under these folders joins it.
 CHECK_TESTS := tests/protocols tests/gateway/translate tests/gateway/coordination \
 	tests/gateway/backends/embedded tests/gateway/client tests/gateway/test_config.py \
 	tests/gateway/backends/iggy/test_mapping.py \
 	tests/gateway/backends/rabbitmq_stream/test_catalog.py \
-	tests/gateway/backends/rabbitmq_stream/test_streams.py
+	tests/gateway/backends/rabbitmq_stream/test_streams.py \
+	tests/pipeline/test_options.py tests/pipeline/test_offsets.py \
+	tests/pipeline/test_partitioner.py tests/pipeline/test_dedup.py
 
 .PHONY: help setup setup-run run check test lint bench bench-kafka bench-iggy \
 	bench-rabbitmq-stream bench-backends clean apt-test python-ok compiler-ok older-clients
@@ -76,7 +81,7 @@ $(RUN_STAMP): pyproject.toml constraints.txt | python-ok
 	@touch $(RUN_STAMP)
 
 $(TEST_STAMP): $(RUN_STAMP) | compiler-ok
-	$(PIP_INSTALL) -e '.[test]'
+	$(PIP_INSTALL) -e '.[test,pipeline]'
 	@touch $(TEST_STAMP)
 
 setup-run: $(RUN_STAMP)
