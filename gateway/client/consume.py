@@ -129,7 +129,9 @@ async def consume(backend: Backend, args: argparse.Namespace) -> int:
     left = args.count
     progress = Progress("consumed", enabled=wanted(args.progress))
     send, receive = trio.open_memory_channel[Batch](2 * len(partitions))
-    async with background() as nursery, showing(progress), receive:
+    # ``receive`` outlives the readers: on --count they are cancelled first, then it closes
+    # (closed first, it would break a reader's send with BrokenResourceError).
+    async with receive, background() as nursery, showing(progress):
         async with send:  # each reader holds a clone: the loop ends when the last one returns
             for p, offset, end in zip(partitions, starts, ends, strict=True):
                 reader = functools.partial(read_partition, backend, topic, p, offset, end=end,
