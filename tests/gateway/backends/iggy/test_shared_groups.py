@@ -16,11 +16,14 @@ from tests.helpers.gateways import running_gateways
 from tests.helpers.iggy_upstream import upstream_gateway
 from tests.helpers.kafka_group_members import (
     MESSAGES,
+    PARTITIONS,
     Counted,
     create_and_fill,
     describe,
     in_thread,
+    kafka_call,
     member,
+    members_move_off_a_killed_gateway,
     settled,
     until,
 )
@@ -57,6 +60,28 @@ async def test_one_group_through_two_gateways_counts_every_message_once(tmp_path
         assert (group.group_state, len(group.members)) == ("Stable", 2)
     assert len(counted.times) == MESSAGES
     assert set(counted.times.values()) == {1}, "a message was counted twice"
+
+
+async def test_a_killed_gateways_members_move_to_the_other_gateway(tmp_path: Path) -> None:
+    """The survivor's replica expires a SIGKILLed gateway's member after its session timeout;
+    offsets committed through the dead one are the server's (Iggy consumer offsets)."""
+
+    async def committed(address: str) -> dict[int, int]:
+        answer = await kafka_call(
+            address, 9, 5,
+            {"group_id": "g",
+             "topics": [{"name": "orders", "partition_indexes": list(range(PARTITIONS))}]},
+        )  # fmt: skip
+        return {p.partition_index: p.committed_offset for p in answer.topics[0].partitions}
+
+    async with (
+        upstream_gateway(tmp_path / "upstream") as upstream,
+        running_gateways(url_of(upstream), tmp_path, 2) as (a, b),
+    ):
+        with trio.fail_after(LIMIT_S):
+            await members_move_off_a_killed_gateway(
+                a, b, lambda: committed(b.kafka), idempotent=False
+            )
 
 
 # rstream 1.1.1 leaves the socket and StreamWriter of a connection whose server died open (its
