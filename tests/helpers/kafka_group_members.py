@@ -218,3 +218,33 @@ async def members_move_off_a_killed_gateway(
     assert sum(ends.values()) == MESSAGES
     assert set(counted.times.values()) == {1}, "a commit was taken twice"
     assert len(counted.times) >= MESSAGES - len(orphaned)  # at most one unseen per partition
+
+
+async def idempotent_retries_through_two_gateways(a: Any, b: Any) -> tuple[int, int]:
+    """An idempotent producer (its id granted through ``a``) on a new topic ``once``: a batch
+    through ``a``; its retry through ``b`` answered as a duplicate (no offsets); the next batch
+    through ``b``; a gap refused; a batch sent through ``a``, which is SIGKILLed before
+    answering (it may or may not have reached the backend), retried through ``b``. The caller
+    checks what the backend stored: sequences 0..8 once each. (producer id, epoch)."""
+    topic = {"name": "once", "num_partitions": 1, "replication_factor": 1,
+             "assignments": [], "configs": []}  # fmt: skip
+    await kafka_call(a.kafka, 19, 2, {"topics": [topic], "timeout": 10_000, "validate_only": False})
+    granted = await kafka_call(a.kafka, 22, 1, {"transactional_id": None,
+                                                "transaction_timeout": 60_000})  # fmt: skip
+    pid, epoch = granted.producer_id, granted.producer_epoch
+    assert pid >= 0
+    assert await produce(a.kafka, "once", batch(pid, epoch, 0)) == (0, 0)
+    # The answer was lost, say: the producer retries through the other gateway.
+    assert await produce(b.kafka, "once", batch(pid, epoch, 0)) == (0, -1)
+    assert await produce(b.kafka, "once", batch(pid, epoch, 3)) == (0, 3)
+    assert (await produce(b.kafka, "once", batch(pid, epoch, 9)))[0] != 0  # a gap
+    host, port = a.kafka.rsplit(":", 1)
+    stream = await trio.open_tcp_stream(host, int(port))
+    async with stream:
+        codec = KafkaClientCodec("crash-test")
+        request = build(load_request_schema(0, 7), produce_request("once", batch(pid, epoch, 6)))
+        await stream.send_all(codec.send(request)[1])
+        await a.kill()
+    code, _ = await produce(b.kafka, "once", batch(pid, epoch, 6))
+    assert code == 0
+    return pid, epoch

@@ -21,26 +21,21 @@ from typing import Any
 import pytest
 import trio
 from kafka import KafkaConsumer  # type: ignore[import-untyped]
-from kio.index import load_request_schema
 
 from protocols.kafka import iter_batches
-from protocols.kafka.build import build
-from protocols.kafka.framing import KafkaClientCodec
 from tests.helpers.gateways import Gateway, running_gateways
 from tests.helpers.kafka_group_members import (
     MESSAGES,
     PARTITIONS,
     SESSION_MS,
     Counted,
-    batch,
     create_and_fill,
     describe,
+    idempotent_retries_through_two_gateways,
     in_thread,
     kafka_call,
     member,
     members_move_off_a_killed_gateway,
-    produce,
-    produce_request,
     settled,
     until,
 )
@@ -120,32 +115,7 @@ async def test_an_idempotent_retry_through_the_other_gateway_is_stored_once(
 ) -> None:
     async with running_gateways(tansu.url, tmp_path, 2) as (a, b):
         with trio.fail_after(LIMIT_S):
-            topic = {"name": "once", "num_partitions": 1, "replication_factor": 1,
-                     "assignments": [], "configs": []}  # fmt: skip
-            await kafka_call(
-                a.kafka, 19, 2, {"topics": [topic], "timeout": 10_000, "validate_only": False}
-            )
-            granted = await kafka_call(a.kafka, 22, 1, {"transactional_id": None,
-                                                        "transaction_timeout": 60_000})  # fmt: skip
-            pid, epoch = granted.producer_id, granted.producer_epoch
-            assert pid >= 0
-            assert await produce(a.kafka, "once", batch(pid, epoch, 0)) == (0, 0)
-            # The answer was lost, say: the producer retries through the other gateway.
-            assert await produce(b.kafka, "once", batch(pid, epoch, 0)) == (0, -1)
-            assert await produce(b.kafka, "once", batch(pid, epoch, 3)) == (0, 3)
-            # A batch sent through a, which dies before answering (it may or may not have
-            # reached the broker), then retried through b.
-            host, port = a.kafka.rsplit(":", 1)
-            stream = await trio.open_tcp_stream(host, int(port))
-            async with stream:
-                codec = KafkaClientCodec("crash-test")
-                request = build(
-                    load_request_schema(0, 7), produce_request("once", batch(pid, epoch, 6))
-                )
-                await stream.send_all(codec.send(request)[1])
-                await a.kill()
-            code, _ = await produce(b.kafka, "once", batch(pid, epoch, 6))
-            assert code == 0
+            pid, epoch = await idempotent_retries_through_two_gateways(a, b)
             stored = await fetch_direct(tansu, "once")
     offsets = []
     for header, _ in iter_batches(stored):
