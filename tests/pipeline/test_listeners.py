@@ -56,12 +56,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 # same). A gateway bug, not the data source's: strict=False until the listener keeps the order.
 LISTENERS = [
     "kafka",
-    pytest.param(
-        "rabbitmq_stream",
-        marks=pytest.mark.xfail(
-            strict=False, reason="the RabbitMQ Stream listener's QueryOffset overtakes Deliver"
-        ),
-    ),
+    "rabbitmq_stream",
     "iggy",
 ]
 

@@ -6,7 +6,10 @@ Each subscription delivers from a task of its own: it waits for credit (one cred
 long-polls the backend from its position and sends what came back as one Osiris chunk (stored
 RabbitMQ entries as published, sub-entry batches still compressed; other protocols' messages as
 AMQP 1.0 simple entries). Delivery is chunk-granular as on RabbitMQ: a chunk may start below the
-requested offset and clients skip those records (§6).
+requested offset and clients skip those records (§6). As on RabbitMQ, a Subscribe (and a Credit
+to a subscription that had none) is followed by what the credit allows of what is there before
+the connection's next frame is handled: clients take the answer to a request sent after it as a
+barrier behind those Deliver frames.
 
 Offsets: StoreOffset(reference, stream, n) commits n + 1 for the canonical group named by the
 reference (DESIGN.md §3), so a Kafka consumer group of that name sees the same position.
@@ -122,7 +125,9 @@ async def subscribe(s: Session, f: rs.Subscribe) -> None:
     if sac:
         s.service.active.join(sub)
     else:
+        sub.delivering = True  # from now: the next frame waits for its first chunks
         s.spawn(deliver, sub, offset)
+        await sub.caught_up()
 
 
 async def _consumer_update(sub: Subscription, active: bool) -> rs.OffsetSpec | None:
@@ -174,6 +179,15 @@ def _end_of(batches: tuple[MessageBatch, ...], default: int) -> int:
 
 async def deliver(sub: Subscription, offset: int) -> None:
     """Deliver chunks from ``offset`` while there is credit, until cancelled."""
+    sub.delivering = True
+    try:
+        await _deliver(sub, offset)
+    finally:
+        sub.delivering = False
+        sub.settled.set()
+
+
+async def _deliver(sub: Subscription, offset: int) -> None:
     s = sub.session
     count_lossy = s.conn.metrics.lossy(tr.PROTOCOL)
 
@@ -183,11 +197,15 @@ async def deliver(sub: Subscription, offset: int) -> None:
         ctx = RequestContext(tr.PROTOCOL, "deliver")
         while True:
             while sub.credit <= 0:
+                sub.settled.set()  # sent all the credit allows
                 sub.wake = trio.Event()
                 await sub.wake.wait()
+            # Unsettled (after a Subscribe, or new credit after none): what is there now, at
+            # once; settled: a long poll for what comes.
+            wait_ms = READ_WAIT_MS if sub.settled.is_set() else 0
             budget = max(4096, min(MAX_CHUNK_BYTES, s.codec.max_frame_size - 128))
             read = Read(topic=sub.target.topic, partition=sub.target.partition, offset=read_at,
-                        max_bytes=budget, max_wait_ms=READ_WAIT_MS, whole_batches=True)  # fmt: skip
+                        max_bytes=budget, max_wait_ms=wait_ms, whole_batches=True)  # fmt: skip
             try:
                 result = await s.router.execute(read, ctx)
             except OffsetOutOfRange as exc:
@@ -195,6 +213,7 @@ async def deliver(sub: Subscription, offset: int) -> None:
                     offset = read_at = exc.log_start
                 else:  # not written yet: wait at the end, deliver from ``offset`` on
                     read_at = exc.log_end
+                    sub.settled.set()
                 continue
             except NotFound:
                 # Deleted (maybe through another protocol): ``stream_gone`` ends this
@@ -205,6 +224,8 @@ async def deliver(sub: Subscription, offset: int) -> None:
             batches = result.batches
             chunk = trm.chunk_for(batches, offset, lossy=count_lossy)
             if chunk is None:
+                if not batches:
+                    sub.settled.set()  # at the end: nothing more to send now
                 read_at = _end_of(batches, read_at)
                 continue
             # Every chunk the read brought while credit lasts: a read may hold several (a gap in
@@ -231,7 +252,10 @@ async def credit(s: Session, f: rs.Credit) -> rs.Frame | None:
         return rs.CreditResponse(code=ResponseCode.SUBSCRIPTION_ID_DOES_NOT_EXIST,
                                  subscription_id=f.subscription_id)  # fmt: skip
     if f.credit > 0:
+        if sub.credit <= 0:
+            sub.unsettle()  # it was waiting for credit: its next chunks come before any answer
         sub.add_credit(f.credit)
+        await sub.caught_up()
     return None
 
 

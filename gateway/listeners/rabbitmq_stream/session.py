@@ -28,6 +28,7 @@ from protocols.rabbitmq_stream import ResponseCode
 
 MECHANISMS = ("PLAIN",)
 CLOSE_GRACE_S = 5.0  # how long a Close waits for the client's CloseResponse
+SETTLE_WAIT_S = 2.0  # how long a request waits for a subscription's delivery to settle
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,6 +117,11 @@ class Subscription:
     generation: int = 0  # bumped on every (de)activation: a stale activation gives up
     wake: trio.Event = field(default_factory=trio.Event)
     scope: trio.CancelScope | None = None
+    # Set once its delivery has sent what the credit allows of what is there (or it does not
+    # deliver): a request after a Subscribe or Credit is answered only then, as RabbitMQ does
+    # (clients take such an answer as a barrier behind the Deliver frames).
+    settled: trio.Event = field(default_factory=trio.Event)
+    delivering: bool = False
 
     @property
     def group_key(self) -> GroupKey:
@@ -137,6 +143,17 @@ class Subscription:
     def add_credit(self, credit: int) -> None:
         self.credit = min(self.credit + credit, 0xFFFF)
         self.wake.set()
+
+    def unsettle(self) -> None:
+        """Its delivery has new room: what it sends next comes before the next answer."""
+        if self.settled.is_set():
+            self.settled = trio.Event()
+
+    async def caught_up(self) -> None:
+        """Until its delivery settled (bounded: a slow backend does not stall the connection)."""
+        if self.delivering:
+            with trio.move_on_after(SETTLE_WAIT_S):
+                await self.settled.wait()
 
     def stop(self) -> None:
         if self.scope is not None:

@@ -153,3 +153,44 @@ async def test_a_kafka_topic_with_partitions_is_a_super_stream(gateway: Running)
         assert reply.code == OK  # type: ignore[attr-defined]
         assert delivered(await wire.expect(rs.Deliver)) == [(0, b"p1")]
         await wire.aclose()
+
+
+async def test_an_answer_after_subscribe_or_credit_comes_behind_their_chunks(
+    gateway: Running,
+) -> None:
+    """RabbitMQ sends what a Subscribe's (or a new Credit's) credit allows of what is there
+    before it answers the next request, so clients (the RabbitMQ backend's reads, rstream's
+    offset probes) take that answer as a barrier. Here the Subscribe (then a Credit) and a
+    QueryOffset go out in one write: the messages there must come before the answer."""
+    with trio.fail_after(20):
+        wire = await RabbitWire.connected(gateway)
+        reply = await wire.call(rs.Create(correlation_id=wire.corr(), stream="barrier"))
+        assert reply.code == OK  # type: ignore[attr-defined]
+        for i in range(12):
+            await publish(wire, "barrier", [b"m%d" % i], first_id=i + 1)
+
+        async def before_the_answer(*frames: rs.Frame) -> list[bytes]:
+            """The messages delivered after sending ``frames`` in one write, until the
+            QueryOffset's answer."""
+            await wire.send_raw(b"".join(wire.codec.send(f) for f in frames))
+            got: list[bytes] = []
+            while True:
+                frame = await wire.next_frame()
+                assert frame is not None
+                if isinstance(frame, rs.QueryOffsetResponse):
+                    return got
+                if isinstance(frame, rs.Deliver):
+                    got += [body for _, body in delivered(frame)]
+
+        def query() -> rs.QueryOffset:
+            return rs.QueryOffset(correlation_id=wire.corr(), reference="r", stream="barrier")
+
+        subscribe = rs.Subscribe(correlation_id=wire.corr(), subscription_id=1, stream="barrier",
+                                 offset=OffsetSpec.offset(0), credit=1)  # fmt: skip
+        assert await before_the_answer(subscribe, query()) == [b"m%d" % i for i in range(12)]
+        # its one credit spent: what comes now waits for the next Credit
+        for i in range(12, 15):
+            await publish(wire, "barrier", [b"m%d" % i], first_id=i + 1)
+        credit = rs.Credit(subscription_id=1, credit=1)
+        assert await before_the_answer(credit, query()) == [b"m12", b"m13", b"m14"]
+        await wire.aclose()
