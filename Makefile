@@ -34,6 +34,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # one is an error here rather than silently left out; a new module under these folders joins it.
 CHECK_TESTS := tests/protocols tests/gateway/translate tests/gateway/coordination \
 	tests/gateway/backends/embedded tests/gateway/client tests/gateway/test_config.py \
+	tests/gateway/test_access_log.py \
 	tests/gateway/backends/iggy/test_mapping.py \
 	tests/gateway/backends/rabbitmq_stream/test_catalog.py \
 	tests/gateway/backends/rabbitmq_stream/test_streams.py \

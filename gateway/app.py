@@ -11,6 +11,7 @@ import structlog
 import trio
 from prometheus_client import CollectorRegistry
 
+from gateway.access_log import AccessLog
 from gateway.admin_http import Health, serve_admin
 from gateway.backends import Backend, SharedLogs
 from gateway.backends.base import BackendSettings
@@ -88,6 +89,13 @@ def _groups(config: Config, backend: Backend) -> Groups | None:
     return GroupCoordinator(**settings)
 
 
+def _access_log(config: Config, metrics: Metrics) -> AccessLog | None:
+    a = config.access_log
+    if not a.path:
+        return None
+    return AccessLog(a.path, max_bytes=a.max_bytes, backups=a.backups, metrics=metrics)
+
+
 def build_backend(config: Config) -> Backend:
     b = config.backend
     settings = BackendSettings(
@@ -117,6 +125,7 @@ async def serve_gateway(
         drain_timeout_s=config.limits.drain_timeout_s,
     )
     coordinator = _groups(config, backend)
+    access_log = _access_log(config, metrics)
     health = Health(ping=backend.ping)
     drain = Drain()
     running = Running(metrics=metrics, backend=backend, drain=drain, health=health)
@@ -124,6 +133,10 @@ async def serve_gateway(
         # The backend first: the embedded store locks its directory before anything reads or
         # writes there (users.json included), so a gateway that finds it in use writes nothing.
         await outer.start(backend.run)
+        if access_log is not None:
+            # Cancelled last, with the backend, once every listener has drained: it writes what
+            # the drained requests left in its queue before it closes the file.
+            await outer.start(access_log.run)
         if coordinator is not None:
             await outer.start(coordinator.run)
         users = UserStore(
@@ -137,13 +150,14 @@ async def serve_gateway(
             metrics,
             coordinator=coordinator,
             users=users,
+            access_log=access_log,
         )
         services = _services(config, router, users, limits)
         async with trio.open_nursery() as nursery:
             for protocol, handler, port, host in services:
                 info = await nursery.start(
                     _serve, protocol, handler, host, port, metrics, limits, drain,
-                    config.reuse_port,
+                    config.reuse_port, access_log,
                 )  # fmt: skip
                 running.listeners.append(info)
             await _record_listeners(backend, config, running.listeners)
@@ -244,11 +258,12 @@ async def _serve(
     limits: Limits,
     drain: Drain,
     reuse_port: bool,
+    access_log: AccessLog | None,
     task_status: trio.TaskStatus[ListenerInfo] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     await serve_protocol(
         protocol, handler, host=host, port=port, metrics=metrics, limits=limits, drain=drain,
-        reuse_port=reuse_port, task_status=task_status,
+        reuse_port=reuse_port, access_log=access_log, task_status=task_status,
     )  # fmt: skip
 
 

@@ -133,6 +133,17 @@ class LogConfig:
 
 
 @dataclass(slots=True)
+class AccessLogConfig:
+    # One JSON line per command (gateway/access_log.py has the schema); "" = off. Under
+    # ``--workers`` each worker writes its own file (``access.jsonl`` -> ``access.worker0.jsonl``).
+    path: str = ""
+    # When the next line would take the file past max_bytes it becomes path.1 (path.1 -> path.2
+    # ...) and a new one begins; 0 = never rotate. backups = how many rotated files are kept.
+    max_bytes: int = 100 << 20
+    backups: int = 5
+
+
+@dataclass(slots=True)
 class Config:
     host: str = "127.0.0.1"  # where listeners bind unless they say otherwise
     advertised_host: str = ""  # what discovery answers carry; "" = the bind host
@@ -147,6 +158,7 @@ class Config:
     groups: GroupsConfig = field(default_factory=GroupsConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    access_log: AccessLogConfig = field(default_factory=AccessLogConfig)
 
     def listener_host(self, listener: ListenerConfig) -> str:
         return listener.host or self.host
@@ -249,7 +261,21 @@ def load(
             raise ConfigError(f"environment: unknown setting(s) {', '.join(stray)}")
     if overrides:
         apply(config, overrides, "command line")
+    _check(config)
     return config
+
+
+def _check(config: Config) -> None:
+    """Values no type check catches, refused in one line before anything starts."""
+    a = config.access_log
+    if a.max_bytes < 0:
+        raise ConfigError(
+            f"access_log.max_bytes: must be 0 (never rotate) or more, not {a.max_bytes}"
+        )
+    if a.backups < 0:
+        raise ConfigError(f"access_log.backups: must be 0 or more, not {a.backups}")
+    if a.path and (a.path.endswith("/") or Path(a.path).is_dir()):
+        raise ConfigError(f"access_log.path: {a.path!r} is a directory, not a file to write")
 
 
 def parse_assignment(text: str) -> tuple[str, str]:

@@ -111,6 +111,13 @@ class Metrics:
             ["from", "to", "field"],
             registry=r,
         )
+        self.access_log_dropped = Counter(
+            "streamgate_access_log_dropped",
+            "Access log lines not written: its queue was full (the writer fell behind) or the"
+            " write failed.",
+            ["reason"],
+            registry=r,
+        )
         self.backend_up = Gauge(
             "streamgate_backend_up", "1 when the backend answered the last readiness check.",
             ["backend"], registry=r, multiprocess_mode="livemin",
@@ -151,6 +158,8 @@ class Metrics:
             for outcome in OUTCOMES:
                 self.backend_request_duration.labels(b, cmd, outcome)
         self.backend_up.labels(b)
+        for reason in ACCESS_LOG_DROP_REASONS:
+            self.access_log_dropped.labels(reason)
 
     def observe_command(
         self,
@@ -166,6 +175,7 @@ class Metrics:
         ).observe(seconds)
 
 
+ACCESS_LOG_DROP_REASONS = ("queue_full", "write_error")
 CONNECTION_ERROR_REASONS = (
     "protocol_error",
     "frame_too_large",
@@ -175,4 +185,11 @@ CONNECTION_ERROR_REASONS = (
     "internal",
 )
 
-__all__ = ["CONNECTION_ERROR_REASONS", "ERROR_TYPES", "LATENCY_BUCKETS", "PROTOCOLS", "Metrics"]
+__all__ = [
+    "ACCESS_LOG_DROP_REASONS",
+    "CONNECTION_ERROR_REASONS",
+    "ERROR_TYPES",
+    "LATENCY_BUCKETS",
+    "PROTOCOLS",
+    "Metrics",
+]

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import structlog
 import trio
 
+from gateway.access_log import AccessLog, Client, Line
 from gateway.backends import Backend, NativeGroups, NativeProducerIds, NativePublisherDedup
 from gateway.coordination import Groups, ProducerIds, SharedGroups, UserStore
 from gateway.metrics import Metrics
@@ -76,11 +77,15 @@ def _bind(
 @dataclass(slots=True)
 class RequestContext:
     """One wire request: the labels its commands are measured under, and the time they took
-    (the listener subtracts it to get the gateway's own overhead)."""
+    (the listener subtracts it to get the gateway's own overhead); for the access log, whom it
+    came from, how long its reads long-polled, and its commands' lines until it ends."""
 
     protocol: str
     wire_command: str
     command_s: float = 0.0
+    client: Client | None = None
+    waited_s: float = 0.0
+    access_lines: list[Line] | None = None
 
 
 class Router:
@@ -92,9 +97,11 @@ class Router:
         coordinator: Groups | None = None,
         users: UserStore | None = None,
         producer_ids: ProducerIds | None = None,
+        access_log: AccessLog | None = None,
     ) -> None:
         self.backend = backend
         self.metrics = metrics
+        self.access_log = access_log
         self.coordinator = coordinator
         self._producer_ids = producer_ids if producer_ids is not None else ProducerIds()
         self._handlers: Handlers = self._bind_handlers(backend, coordinator, users)
@@ -192,6 +199,8 @@ class Router:
             ctx.command_s += elapsed
             m.observe_command(ctx.protocol, name, ctx.wire_command, elapsed, exc.error_type)
             m.backend_request_duration.labels(m.backend, name, "error").observe(elapsed)
+            if self.access_log is not None:
+                self.access_log.command(cmd, ctx, None, elapsed, None, exc.error_type)
             raise
         except (trio.Cancelled, KeyboardInterrupt):
             raise
@@ -203,18 +212,25 @@ class Router:
             log.exception("backend command failed", command=name, protocol=ctx.protocol)
             m.observe_command(ctx.protocol, name, ctx.wire_command, elapsed, "internal")
             m.backend_request_duration.labels(m.backend, name, "error").observe(elapsed)
+            if self.access_log is not None:
+                self.access_log.command(cmd, ctx, None, elapsed, None, "internal")
             raise GatewayError(f"internal error in {name}: {exc.__class__.__name__}") from exc
         elapsed = time.perf_counter() - t0
         ctx.command_s += elapsed
+        waited: float | None = None
         if isinstance(result, ReadResult):
-            if result.waited_s:
-                m.long_poll_wait.labels(ctx.protocol, m.backend).observe(result.waited_s)
-                elapsed = max(0.0, elapsed - result.waited_s)
+            waited = result.waited_s
+            if waited:
+                m.long_poll_wait.labels(ctx.protocol, m.backend).observe(waited)
+                ctx.waited_s += waited
+                elapsed = max(0.0, elapsed - waited)
             m.messages_out.labels(ctx.protocol).inc(result.count)
         elif isinstance(result, AppendResult) and not result.duplicate:
             m.messages_in.labels(ctx.protocol).inc(result.count)
         m.observe_command(ctx.protocol, name, ctx.wire_command, elapsed)
         m.backend_request_duration.labels(m.backend, name, "ok").observe(elapsed)
+        if self.access_log is not None:
+            self.access_log.command(cmd, ctx, result, elapsed, waited, "")
         return result
 
 

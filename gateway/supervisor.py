@@ -10,7 +10,9 @@ worker writes its metrics into a shared directory (prometheus_client's multiproc
 each declares: open connections summed, ``backend_up`` the lowest), and its ``/readyz`` is ready
 while every worker's own ``/readyz`` is. Users that one gateway would keep in memory the workers
 keep in one file of theirs (``user_store_file``: changes under a lock), so a user created
-through one worker logs in through all. A worker that dies is started again after a second.
+through one worker logs in through all. Each worker writes an access log of its own
+(``access_log.path`` ``access.jsonl`` -> ``access.worker0.jsonl``, ``access.worker1.jsonl``...).
+A worker that dies is started again after a second.
 SIGTERM/SIGINT are passed on; each worker drains as a single gateway does.
 
 Correct only where what a client relies on is shared by every gateway on the backend: on the
@@ -42,6 +44,7 @@ import trio
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
+from gateway.access_log import worker_path
 from gateway.admin_http import serve_admin
 from gateway.config import Config
 from gateway.model import GatewayError
@@ -101,10 +104,14 @@ def _reserve(host: str) -> socket.socket:
 
 
 def _worker_args(
-    config: Config, argv: Sequence[str], ports: dict[str, int], state_dir: str
+    config: Config, argv: Sequence[str], ports: dict[str, int], state_dir: str, index: int
 ) -> list[str]:
     extra = ["--set", "workers=1", "--set", "reuse_port=true", "--set", "admin.port=0",
              "--set", "admin.host=127.0.0.1"]  # fmt: skip
+    if config.access_log.path:
+        # A file per worker (the same one again when it is restarted): no two processes append
+        # to, or rotate, one file.
+        extra += ["--set", f"access_log.path={worker_path(config.access_log.path, index)}"]
     if not config.auth.users_file:
         # Users kept in memory by one gateway are kept by all workers together: in a file of
         # their own for as long as they run (gone at exit, as memory would be).
@@ -138,13 +145,13 @@ async def run_workers(
     metrics_dir = os.path.join(state_dir, "metrics")
     os.mkdir(metrics_dir)
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": metrics_dir, "PYTHONUNBUFFERED": "1"}
-    command = _worker_args(config, argv, ports, state_dir)
     workers = [_Worker(i) for i in range(config.workers)]
     stopping = False
     try:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with trio.open_nursery() as nursery:
                 for worker in workers:
+                    command = _worker_args(config, argv, ports, state_dir, worker.index)
                     nursery.start_soon(
                         _keep_running, worker, command, env, metrics_dir, lambda: stopping
                     )

@@ -23,6 +23,7 @@ import structlog
 import trio
 from prometheus_client import Gauge, Histogram
 
+from gateway.access_log import AccessLog, Client
 from gateway.metrics import CONNECTION_ERROR_REASONS, Metrics
 from gateway.router import RequestContext
 from protocols._wire import FrameTooLarge, ProtocolError, Receiver
@@ -65,11 +66,16 @@ class RequestMeters:
     """One listener's per-request metric children, looked up once and shared by its connections
     (a label lookup costs about as much as the observation itself)."""
 
-    __slots__ = ("_overhead", "_overhead_by_command", "inflight", "metrics", "protocol")
+    __slots__ = (
+        "_overhead", "_overhead_by_command", "access_log", "inflight", "metrics", "protocol",
+    )  # fmt: skip
 
-    def __init__(self, metrics: Metrics, protocol: str) -> None:
+    def __init__(
+        self, metrics: Metrics, protocol: str, access_log: AccessLog | None = None
+    ) -> None:
         self.metrics = metrics
         self.protocol = protocol
+        self.access_log = access_log
         self.inflight: Gauge = metrics.inflight_requests.labels(protocol)
         self._overhead = metrics.gateway_overhead
         self._overhead_by_command: dict[str, Histogram] = {}
@@ -90,13 +96,19 @@ class Request:
     observed: its connection fails and is counted there.
 
     A listener that answers some requests by itself (no canonical command runs) names them in
-    ``command`` (and ``error_type``): such a request is timed here as that command."""
+    ``command`` (and ``error_type``): such a request is timed here as that command. With an
+    access log, the lines of the request's commands wait here for its duration (a request
+    that raises still ends them: its commands ran)."""
 
     __slots__ = ("_meters", "_t0", "command", "ctx", "error_type")
 
-    def __init__(self, meters: RequestMeters, wire_command: str) -> None:
+    def __init__(
+        self, meters: RequestMeters, wire_command: str, client: Client | None = None
+    ) -> None:
         self._meters = meters
-        self.ctx = RequestContext(meters.protocol, wire_command)
+        self.ctx = RequestContext(meters.protocol, wire_command, client=client)
+        if meters.access_log is not None:
+            self.ctx.access_lines = []
         self.command = ""
         self.error_type = ""
         self._t0 = 0.0
@@ -114,10 +126,13 @@ class Request:
     ) -> None:
         meters = self._meters
         meters.inflight.dec()
-        if exc_type is not None:
-            return
         elapsed = time.perf_counter() - self._t0
         ctx = self.ctx
+        if meters.access_log is not None:
+            name = self.command if exc_type is None else ""
+            meters.access_log.request_done(ctx, elapsed, name, self.error_type)
+        if exc_type is not None:
+            return
         if self.command and ctx.command_s == 0.0:
             meters.metrics.observe_command(
                 ctx.protocol, self.command, ctx.wire_command, elapsed, self.error_type
@@ -148,6 +163,7 @@ class Connection:
         self.metrics = metrics
         self.limits = limits
         self.log = log.bind(conn_id=conn_id, peer=peer, protocol=protocol)
+        self.client = Client(peer)  # whom its access log lines name
         self._send = send_channel
         self._bytes_in = metrics.bytes_received.labels(protocol)
         self._bytes_out = metrics.bytes_sent.labels(protocol)
@@ -157,13 +173,16 @@ class Connection:
         self._receive_scope: trio.CancelScope | None = None
 
     def bind(self, **context: object) -> None:
-        """Add context (user, client id) to every later log line of this connection."""
+        """Add context (user, client id) to every later log line of this connection; ``user``
+        (the name only) also to its later access log lines."""
         self.log = self.log.bind(**context)
+        if "user" in context:
+            self.client.user = str(context["user"])
 
     def request(self, wire_command: str) -> Request:
         """Enter around handling one request AND sending its answer (the overhead covers both);
         the request's ``ctx`` goes to every ``router.execute`` it makes."""
-        return Request(self._meters, wire_command)
+        return Request(self._meters, wire_command, self.client)
 
     async def receive(self) -> bytes:
         """The next bytes from the client; b"" at EOF or when the gateway is draining."""
@@ -249,7 +268,13 @@ def _peer_of(stream: trio.abc.Stream) -> str:
 
 class _Server:
     def __init__(
-        self, protocol: str, handler: Handler, metrics: Metrics, limits: Limits, drain: Drain
+        self,
+        protocol: str,
+        handler: Handler,
+        metrics: Metrics,
+        limits: Limits,
+        drain: Drain,
+        access_log: AccessLog | None = None,
     ) -> None:
         self.protocol = protocol
         self.handler = handler
@@ -263,7 +288,7 @@ class _Server:
             reason: metrics.connection_errors.labels(protocol, reason)
             for reason in CONNECTION_ERROR_REASONS
         }
-        self._meters = RequestMeters(metrics, protocol)
+        self._meters = RequestMeters(metrics, protocol, access_log)
 
     async def session(self, stream: trio.abc.Stream) -> None:
         m = self.metrics
@@ -334,12 +359,14 @@ async def serve_protocol(
     limits: Limits,
     drain: Drain | None = None,
     reuse_port: bool = False,
+    access_log: AccessLog | None = None,
     task_status: trio.TaskStatus[ListenerInfo] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Accept connections for one protocol until cancelled or drained; with ``reuse_port``
-    other processes (``--workers``) bind the same port and the kernel spreads connections."""
+    other processes (``--workers``) bind the same port and the kernel spreads connections;
+    every command and self-answered request lands in ``access_log`` when there is one."""
     drain = drain if drain is not None else Drain()
-    server = _Server(protocol, handler, metrics, limits, drain)
+    server = _Server(protocol, handler, metrics, limits, drain, access_log)
     if reuse_port:
         listeners = await open_reuse_port_listeners(port, host=host)
     else:

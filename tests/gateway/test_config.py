@@ -51,3 +51,40 @@ def test_bad_files_are_refused(tmp_path: Path, toml: str, message: str) -> None:
 def test_unknown_env_var_is_refused() -> None:
     with pytest.raises(ConfigError, match="STREAMGATE_ROGPORT"):
         load(environ={"STREAMGATE_ROGPORT": "1"})
+
+
+def test_the_access_log_is_off_by_default_and_set_like_any_key(tmp_path: Path) -> None:
+    assert load().access_log.path == ""
+    f = tmp_path / "sg.toml"
+    f.write_text('[access_log]\npath = "a.jsonl"\nmax_bytes = 1000\n')
+    c = load(f, environ={"STREAMGATE_ACCESS_LOG_BACKUPS": "2"},
+             overrides={"access_log.path": "b.jsonl"})  # fmt: skip
+    assert (c.access_log.path, c.access_log.max_bytes, c.access_log.backups) == ("b.jsonl", 1000, 2)
+    c = load(environ={"STREAMGATE_ACCESS_LOG_PATH": "c.jsonl"})
+    assert c.access_log.path == "c.jsonl"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        (
+            "access_log.max_bytes",
+            "-1",
+            r"^access_log.max_bytes: must be 0 \(never rotate\) or more",
+        ),
+        ("access_log.backups", "-2", r"^access_log.backups: must be 0 or more, not -2$"),
+        ("access_log.max_bytes", "lots", r"^command line: access_log.max_bytes: expected int"),
+        (
+            "access_log.path",
+            "{tmp}",
+            r"^access_log.path: '.*' is a directory, not a file to write$",
+        ),
+        ("access_log.path", "logs/", r"^access_log.path: 'logs/' is a directory"),
+    ],
+)
+def test_bad_access_log_settings_are_one_line_errors(
+    tmp_path: Path, key: str, value: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message) as refused:
+        load(overrides={key: value.format(tmp=tmp_path)})
+    assert "\n" not in str(refused.value)

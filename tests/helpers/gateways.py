@@ -128,17 +128,17 @@ SUPERVISOR_READY_S = 60.0
 
 @asynccontextmanager
 async def supervisor(
-    tmp_path: Path, backend: str, workers: int = 2
+    tmp_path: Path, backend: str, workers: int = 2, *extra: str
 ) -> AsyncIterator[tuple[trio.Process, dict[str, str], list[int]]]:
-    """``streamgate run --workers`` on free ports: the process, {endpoint: address}, the
-    workers' pids (from its ``workers:`` line)."""
+    """``streamgate run --workers`` on free ports (and ``extra`` arguments): the process,
+    {endpoint: address}, the workers' pids (from its ``workers:`` line)."""
     log_path = tmp_path / "supervisor.log"
     with log_path.open("ab") as out:
         proc = await trio.lowlevel.open_process(
             [sys.executable, "-m", "gateway.cli", "run", "--backend", backend,
              "--workers", str(workers), "--rog-port", "0", "--kafka-port", "0",
              "--iggy-port", "0", "--rabbitmq-stream-port", "0", "--admin-port", "0",
-             "--log-format", "console"],
+             "--log-format", "console", *extra],
             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"}, cwd=tmp_path,
         )  # fmt: skip

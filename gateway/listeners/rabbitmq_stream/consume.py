@@ -194,7 +194,7 @@ async def _deliver(sub: Subscription, offset: int) -> None:
     with trio.CancelScope() as scope:
         sub.scope = scope
         read_at = offset
-        ctx = RequestContext(tr.PROTOCOL, "deliver")
+        ctx = RequestContext(tr.PROTOCOL, "deliver", client=s.conn.client)
         while True:
             while sub.credit <= 0:
                 sub.settled.set()  # sent all the credit allows
