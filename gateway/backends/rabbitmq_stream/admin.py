@@ -17,6 +17,7 @@ too. Other canonical streams only hold what was made through a gateway.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
@@ -219,7 +220,10 @@ class Admin:
             if (topic.stream, topic.name) not in catalog.topics:
                 catalog.check_free(partitions)
                 base = topic.name if partitions == [topic.name] else _base(partitions)
-                await self._put_new(topic, None, partitions, TopicConfig(), base)
+                # Another gateway (or process) adopting it at the same moment may come first:
+                # then its record is the topic, the same broker streams, and that is fine.
+                with contextlib.suppress(TopicExists):
+                    await self._put_new(topic, None, partitions, TopicConfig(), base)
         return catalog.topic(topic)
 
     async def _on_broker(self, name: str) -> list[str]:

@@ -242,6 +242,32 @@ async def test_one_topic_when_two_gateways_create_it_at_once(broker: Broker) -> 
                     assert not await in_asyncio(partial(stream_exists, broker.rstream(), stream))
 
 
+async def test_two_gateways_adopt_a_clients_stream_at_once(broker: Broker) -> None:
+    """A stream a RabbitMQ client made, first used through two gateways at the same moment
+    (Spark's write tasks do this): both adopt it, one record wins, and neither is told the topic
+    exists. Repeated: the race goes either way."""
+    names = [f"adopted-{i}" for i in range(5)]
+    for name in names:
+        await in_asyncio(partial(publish_direct, broker.rstream(), name, [RawMessage(b"x")]))
+    with trio.fail_after(LIMIT_S):
+        async with (
+            open_rabbitmq_stream(broker.url) as a,
+            open_rabbitmq_stream(broker.url) as b,
+        ):
+            for name in names:
+                topic = Topic("default", name)
+                counts: list[int] = []
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(_next_offset, a, topic, counts)
+                    nursery.start_soon(_next_offset, b, topic, counts)
+                assert counts == [1, 1]
+
+
+async def _next_offset(backend: RabbitStreamBackend, topic: Topic, into: list[int]) -> None:
+    info = (await backend.describe_topic(DescribeTopic(topic=topic))).info
+    into.append(info.partitions[0].next_offset)
+
+
 async def test_stored_entries_go_out_as_they_are(broker: Broker) -> None:
     topic = Topic("default", "wire")
     entries = [encode_entry(SimpleEntry(b"entry %d" % i)) for i in range(3)]
