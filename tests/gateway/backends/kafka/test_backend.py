@@ -226,6 +226,22 @@ async def test_topic_configs_round_trip(kafka: KafkaBackend) -> None:
             await kafka.update_topic(UpdateTopic(topic=topic, config=TopicConfig(), new_name="x"))
 
 
+async def test_what_is_there_comes_back_however_short_the_wait(kafka: KafkaBackend) -> None:
+    """A read with a 1 ms max_wait of a partition holding megabytes: the fetch takes longer
+    than the wait, and its data must still come back (cut at max_wait, it was answered as
+    "nothing new", and `streamgate consume` and the Spark reader took the partition as done)."""
+    topic = Topic("default", f"big-{uuid.uuid4().hex[:8]}")
+    with trio.fail_after(LIMIT_S):
+        await kafka.create_topic(CreateTopic(topic=topic, partitions=1))
+        batch = MessageBatch([Message(value=bytes(10_000)) for _ in range(100)])
+        for _ in range(8):
+            await kafka.append(Append(topic=topic, partition=0, batch=batch))
+        got = await kafka.read(
+            Read(topic=topic, partition=0, offset=0, max_bytes=4 << 20, max_wait_ms=1)
+        )
+    assert got.count >= 100 and got.batches[0].base_offset == 0
+
+
 def test_urls() -> None:
     servers, options = parse_url("kafka://a:1,[::1]:2?client_id=x&request_timeout_ms=2500")
     assert servers == [("a", 1), ("::1", 2)]
