@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import importlib.util
 import os
 import sys
 import tempfile
@@ -57,9 +58,12 @@ def _parser() -> argparse.ArgumentParser:
         help="any setting by its dotted name, e.g. limits.idle_timeout_s=30",
     )  # fmt: skip
     add_client_commands(sub)  # topics, produce, consume (gateway/client)
+    # Listed for --help only: main() hands both over to the pipeline before parsing.
+    sub.add_parser("pipeline", help="Spark jobs: archive, mirror, report (the pipeline extra)")
 
     bench = sub.add_parser("bench", help="measure throughput (not a test)")
     bench_sub = bench.add_subparsers(dest="target", required=True)
+    bench_sub.add_parser("spark", help="the Spark data source vs consume (the pipeline extra)")
     emb = bench_sub.add_parser("embedded", help="append and read the embedded log directly")
     emb.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
     emb.add_argument("--sizes", default="100,1024", help="message sizes in bytes, e.g. 100,1024")
@@ -337,8 +341,41 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+# What the pipeline needs that `make run` does not install (pyproject's `pipeline` extra).
+_PIPELINE_MODULES = ("pyspark", "pyarrow")
+
+
+def _pipeline_argv(argv: Sequence[str]) -> list[str] | None:
+    """The pipeline's arguments for ``streamgate pipeline ...`` and ``streamgate bench spark``."""
+    if argv[:1] == ["pipeline"]:
+        return list(argv[1:])
+    if argv[:2] == ["bench", "spark"]:
+        return ["bench", *argv[2:]]
+    return None
+
+
+def _hand_over(argv: list[str]) -> int:
+    """``python -m pipeline ARGV`` in this process's place (same pid, stdio and signals): the
+    gateway never imports the pipeline (DESIGN.md §1), it hands the command over. With
+    PYTHONSAFEPATH (inherited by Spark's Python workers too), a ``pipeline`` directory in the
+    current directory does not stand in for streamgate's."""
+    missing = [m for m in _PIPELINE_MODULES if importlib.util.find_spec(m) is None]
+    if missing:
+        print(f"streamgate: the Spark pipeline needs the pipeline extra (pip install "
+              f"'streamgate[pipeline]'); not installed: {', '.join(missing)}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    sys.stdout.flush()
+    sys.stderr.flush()
+    env = {**os.environ, "PYTHONSAFEPATH": "1"}
+    os.execve(sys.executable, [sys.executable, "-m", "pipeline", *argv], env)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    if (handed := _pipeline_argv(given)) is not None:
+        return _hand_over(handed)
+    args = _parser().parse_args(given)
     if args.command == "run":
         return _run(args)
     if args.command == "bench":

@@ -54,7 +54,13 @@ def read_span(conn: Connection, span: Span, rows: ArrowRows) -> Iterator[pa.Reco
 class _Cursor:
     """Where a span's read is. Offsets without a message (a Kafka transaction marker, a
     compacted record) are skipped: when reads below the end stay empty for ``GIVE_UP_S``, the
-    rest of the span is taken as such, as ``streamgate consume`` does."""
+    rest of the span is taken as such, as ``streamgate consume`` does.
+
+    A read asks for what the planned range holds, so it does not long-poll (``max_wait_ms``
+    0) until one comes back empty. A long poll also bounds the whole read: the Kafka backend
+    drops a Fetch that outlasts ``max_wait_ms``, and a 4 MiB Fetch through a streamgate Kafka
+    listener (its stored batches converted on the way) took longer than ``RETRY_WAIT_MS`` every
+    time (1,000-message batches of 100 B): such a read got nothing, and gave up."""
 
     def __init__(self, span: Span, rows: ArrowRows) -> None:
         self.span = span
@@ -65,7 +71,8 @@ class _Cursor:
 
     def next(self, s: Session) -> pa.RecordBatch | None:
         while not self.done:
-            messages = s.run(functools.partial(_next, self.span, self.offset))
+            wait_ms = 0 if self._quiet_since is None else RETRY_WAIT_MS
+            messages = s.run(functools.partial(_next, self.span, self.offset, wait_ms))
             if messages:
                 self._quiet_since = None
                 self.offset = messages[-1].offset + 1
@@ -85,7 +92,7 @@ class _Cursor:
         return out
 
 
-async def _next(span: Span, offset: int, endpoint: Endpoint) -> list[Message]:
+async def _next(span: Span, offset: int, wait_ms: int, endpoint: Endpoint) -> list[Message]:
     """The messages at ``offset`` and after it, below the span's end."""
     command = Read(
         topic=endpoint.topic(span.topic),
@@ -93,7 +100,7 @@ async def _next(span: Span, offset: int, endpoint: Endpoint) -> list[Message]:
         offset=offset,
         max_messages=span.end - offset,
         max_bytes=READ_BYTES,
-        max_wait_ms=RETRY_WAIT_MS,
+        max_wait_ms=wait_ms,
     )
     try:
         result = await endpoint.backend.read(command)
