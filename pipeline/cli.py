@@ -27,7 +27,7 @@ from . import bench
 from .errors import PipelineError
 from .jobs.archive import DEFAULT_INTERVAL_S, Archive, archive
 from .jobs.mirror import Mirror, mirror
-from .jobs.session import SessionSettings, job_session
+from .jobs.session import SessionSettings, job_session, spark_arguments
 from .jobs.ship import write_package
 from .report import cli as report_cli
 
@@ -50,13 +50,6 @@ def _positive(text: str) -> int:
     return value
 
 
-def _pair(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"want KEY=VALUE, not {text!r}")
-    return key, value
-
-
 def _source(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--url",
@@ -73,32 +66,6 @@ def _source(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="messages per micro-batch at most, over all partitions (default: no limit)",
-    )
-
-
-def _spark(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--master",
-        default=None,
-        help="Spark master: local[*] (the default, unless run by spark-submit), local[N], "
-        "spark://host:7077, yarn...",
-    )
-    p.add_argument(
-        "--conf",
-        type=_pair,
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a Spark setting, as spark-submit's --conf (repeatable)",
-    )
-    p.add_argument(
-        "--no-ship",
-        dest="ship",
-        action="store_false",
-        help="do not send this project's code to a cluster's executors (they have it installed)",
-    )
-    p.add_argument(
-        "--log-level", default="ERROR", help="Spark's log level after start (default ERROR)"
     )
 
 
@@ -138,7 +105,7 @@ def parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help=f"with --follow: a micro-batch every SECONDS (default {DEFAULT_INTERVAL_S:g})",
     )
-    _spark(a)
+    spark_arguments(a)
     m = sub.add_parser(
         "mirror",
         help="copy topics to another URL, resumable, then verify each partition",
@@ -154,7 +121,7 @@ def parser() -> argparse.ArgumentParser:
     only = m.add_mutually_exclusive_group()
     only.add_argument("--no-verify", dest="verify", action="store_false", help="copy only")
     only.add_argument("--verify-only", dest="copy", action="store_false", help="verify only")
-    _spark(m)
+    spark_arguments(m)
     report_cli.add_arguments(
         sub.add_parser(
             "report",

@@ -18,6 +18,7 @@ the driver; on the executors that path means nothing, and the zip reaches them a
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Sequence
@@ -48,6 +49,43 @@ class SessionSettings:
     conf: Sequence[tuple[str, str]] = field(default_factory=tuple)
     ship: bool = True
     log_level: str = "ERROR"
+
+
+def _pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"want KEY=VALUE, not {text!r}")
+    return key, value
+
+
+def spark_arguments(p: argparse.ArgumentParser, *, ship: bool = True) -> None:
+    """--master, --conf, --log-level (and, for a job whose executors run this project's code,
+    --no-ship): every job's Spark options."""
+    p.add_argument(
+        "--master",
+        default=None,
+        help=f"Spark master: {LOCAL} (the default, unless run by spark-submit), local[N], "
+        "spark://host:7077, yarn...",
+    )
+    p.add_argument(
+        "--conf",
+        type=_pair,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting, as spark-submit's --conf (repeatable)",
+    )
+    if ship:
+        p.add_argument(
+            "--no-ship",
+            dest="ship",
+            action="store_false",
+            help="do not send this project's code to a cluster's executors (they have it "
+            "installed)",
+        )
+    p.add_argument(
+        "--log-level", default="ERROR", help="Spark's log level after start (default ERROR)"
+    )
 
 
 def launched_by_spark_submit() -> bool:
@@ -102,4 +140,11 @@ def job_session(app: str, settings: SessionSettings) -> tuple[SparkSession, Path
     return spark, shipped
 
 
-__all__ = ["LOCAL", "SessionSettings", "job_session", "launched_by_spark_submit", "zip_of"]
+__all__ = [
+    "LOCAL",
+    "SessionSettings",
+    "job_session",
+    "launched_by_spark_submit",
+    "spark_arguments",
+    "zip_of",
+]

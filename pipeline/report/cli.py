@@ -18,19 +18,12 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from pipeline.errors import PipelineError
-from pipeline.jobs.session import LOCAL, SessionSettings, job_session
+from pipeline.jobs.session import SessionSettings, job_session, spark_arguments
 
 from .job import Report, ReportRun, prepare, report
 
 PROG: Final = "streamgate pipeline report"
 EXIT_FAILED: Final = 1
-
-
-def _pair(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"want KEY=VALUE, not {text!r}")
-    return key, value
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -51,22 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--output", required=True, help="the report's directory (local, made when missing)"
     )
-    p.add_argument(
-        "--master",
-        default=None,
-        help=f"Spark master (default {LOCAL}, or spark-submit's): local[N], spark://host:7077...",
-    )
-    p.add_argument(
-        "--conf",
-        type=_pair,
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a Spark setting, as spark-submit's --conf (repeatable)",
-    )
-    p.add_argument(
-        "--log-level", default="ERROR", help="Spark's log level after start (default ERROR)"
-    )
+    spark_arguments(p, ship=False)  # Spark SQL only: executors need none of this code
 
 
 def parser() -> argparse.ArgumentParser:
