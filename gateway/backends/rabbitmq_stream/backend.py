@@ -45,9 +45,10 @@ from gateway.backends.base import (
 from gateway.backends.rabbitmq_stream.admin import Admin
 from gateway.backends.rabbitmq_stream.catalog import CATALOG_STREAM, COORDINATION_STREAM, Catalog
 from gateway.backends.rabbitmq_stream.catalog_log import CatalogLog
-from gateway.backends.rabbitmq_stream.conn import Connection, Settings, check
+from gateway.backends.rabbitmq_stream.conn import Connection, Settings
 from gateway.backends.rabbitmq_stream.data import Data, partition_stream
 from gateway.backends.rabbitmq_stream.link import Link
+from gateway.backends.rabbitmq_stream.producers import stored_sequence
 from gateway.backends.watchdog import Watchdog
 from gateway.model import (
     Append,
@@ -286,19 +287,8 @@ class RabbitStreamBackend:
         """The broker's QueryPublisherSequence: what every gateway's publishers with that
         reference stored on the partition's stream (0: nothing)."""
         stream = partition_stream(await self.admin.resolve(cmd.topic), cmd.partition)
-
-        async def once() -> int:
-            conn = await self.link.connection()
-            reply = await conn.call(
-                lambda c: rs.QueryPublisherSequence(
-                    correlation_id=c, reference=cmd.publisher, stream=stream
-                )
-            )
-            check(reply, f"QueryPublisherSequence on {stream!r}")
-            assert isinstance(reply, rs.QueryPublisherSequenceResponse)
-            return reply.sequence
-
-        return PublisherSequenceResult(sequence=await self.link.retry(once))
+        sequence = await stored_sequence(self.link, stream, cmd.publisher)
+        return PublisherSequenceResult(sequence=sequence)
 
     async def list_offsets(self, cmd: ListOffsets) -> ListOffsetsResult:
         return await self.data.list_offsets(cmd)

@@ -33,6 +33,7 @@ from gateway.backends.rabbitmq_stream.catalog import Catalog, TopicEntry
 from gateway.backends.rabbitmq_stream.catalog_log import CatalogLog
 from gateway.backends.rabbitmq_stream.conn import check
 from gateway.backends.rabbitmq_stream.link import Link
+from gateway.backends.rabbitmq_stream.producers import Producers
 from gateway.backends.rabbitmq_stream.publisher import Publisher
 from gateway.backends.rabbitmq_stream.streams import Kept, keyed_publisher
 from gateway.backends.rabbitmq_stream.streams import publishers as kept_publishers
@@ -52,10 +53,8 @@ from gateway.model import (
     MessageTooLarge,
     OffsetOutOfRange,
     OffsetSpec,
-    ProducerFenced,
     Read,
     ReadResult,
-    SequenceError,
     Timeout,
     Topic,
     UnknownPartition,
@@ -159,28 +158,6 @@ def batches_of(
     return tuple(out)
 
 
-# Kafka sequences are 31-bit and wrap; RabbitMQ's publishing ids only grow (u64).
-_SEQUENCE_SPAN: Final = 1 << 31
-MAX_SEQUENCES: Final = 100_000  # (stream, producer reference) -> last id, remembered
-
-
-def kafka_reference(producer_id: int, epoch: int) -> str:
-    """The RabbitMQ publisher reference of a Kafka producer id and epoch (a new epoch starts
-    its sequences at 0 again: a reference of its own)."""
-    return f"__streamgate-kafka-{producer_id}-{epoch}"
-
-
-def kafka_publishing_ids(base_sequence: int, records: int, last: int) -> list[int]:
-    """The publishing ids of a batch's records: sequence + 1 (RabbitMQ's ids start above 0),
-    unwrapped past 2^31 to lie nearest the last id the broker stored."""
-    first = base_sequence + 1
-    laps = max(last - first, 0) // _SEQUENCE_SPAN
-    first += laps * _SEQUENCE_SPAN
-    if last - first > _SEQUENCE_SPAN // 2:  # the sequence wrapped since: the next lap
-        first += _SEQUENCE_SPAN
-    return list(range(first, first + records))
-
-
 class Data:
     def __init__(
         self,
@@ -199,8 +176,7 @@ class Data:
         self.max_message_bytes = max_bytes
         self.tails: Kept[Tail] | None = None
         self.publishers: Kept[Publisher] | None = None
-        self.sequences: dict[tuple[str, str], int] = {}  # Kafka producers' last ids
-        self.epochs: dict[int, int] = {}  # Kafka producer id -> newest epoch seen here
+        self.producers = Producers(link)  # Kafka idempotent producers' publishing ids
 
     async def tail(self, stream: str) -> Tail:
         async def once() -> Tail:
@@ -261,48 +237,22 @@ class Data:
     async def _append_idempotent(
         self, cmd: Append, entry: TopicEntry, stream: str, stored: bytes, records: int
     ) -> AppendResult:
-        """A Kafka idempotent producer's batch, deduplicated by RabbitMQ: published under the
-        reference of its producer id and epoch, each record's sequence its publishing id, so
-        the broker drops a retry that any gateway stored before. A retry of what the broker
-        says it stored is answered at once as a duplicate (without offsets, as Kafka's
-        DUPLICATE_SEQUENCE_NUMBER); one still in flight finds the original's entries. A gap in
-        the sequence is refused, as Kafka does; an older epoch only where this gateway saw a
-        newer one (the gateway never bumps an epoch: InitProducerId gives a new id)."""
-        newest = self.epochs.get(cmd.producer_id, cmd.producer_epoch)
-        if cmd.producer_epoch < newest:
-            raise ProducerFenced(
-                f"producer {cmd.producer_id} epoch {cmd.producer_epoch} is older than {newest}"
-            )
-        self.epochs[cmd.producer_id] = cmd.producer_epoch
-        reference = kafka_reference(cmd.producer_id, cmd.producer_epoch)
-        key = (stream, reference)
-        last = self.sequences.get(key)
-        if last is None:
-            last = await self.stored_sequence(stream, reference)
-        ids = kafka_publishing_ids(cmd.base_sequence, records, last)
-        if ids[0] != last + 1 and ids[-1] > last:
-            # Not next here: maybe stored meanwhile through another gateway; else a gap.
-            last = await self.stored_sequence(stream, reference)
-            ids = kafka_publishing_ids(cmd.base_sequence, records, last)
-            if ids[0] != last + 1 and ids[-1] > last:
-                raise SequenceError(
-                    f"producer {cmd.producer_id}: sequence {cmd.base_sequence} on {stream!r} "
-                    f"does not follow {(last - 1) % _SEQUENCE_SPAN}"
-                )
-        if ids[-1] <= last:
+        """A Kafka idempotent producer's batch, deduplicated by RabbitMQ (``producers``). A retry
+        of what the broker says it stored is answered at once as a duplicate (without offsets, as
+        Kafka's DUPLICATE_SEQUENCE_NUMBER); one still in flight finds the original's entries."""
+        plan = await self.producers.plan(cmd, stream, records)
+        if plan is None:
             return self._duplicate(entry, cmd, records)
+        reference, ids = plan
         try:
             result = await self._located(cmd, entry, stream, stored, records, reference, ids)
         except Timeout:
             # Dropped by the broker as another gateway's copy, stored meanwhile? Then it is a
             # duplicate; else the timeout stands.
-            if await self.stored_sequence(stream, reference) >= ids[-1]:
+            if await self.producers.stored_elsewhere(stream, reference, ids[-1]):
                 return self._duplicate(entry, cmd, records)
             raise
-        if len(self.sequences) >= MAX_SEQUENCES:
-            self.sequences.clear()  # asked of the broker again on next use
-            self.epochs.clear()
-        self.sequences[key] = max(self.sequences.get(key, 0), ids[-1])
+        self.producers.stored(stream, reference, ids[-1])
         return result
 
     def _duplicate(self, entry: TopicEntry, cmd: Append, records: int) -> AppendResult:
@@ -313,22 +263,6 @@ class Data:
             log_start_offset=entry.start(cmd.partition),
             duplicate=True,
         )
-
-    async def stored_sequence(self, stream: str, reference: str) -> int:
-        """The broker's last publishing id stored under ``reference`` on ``stream`` (0: none)."""
-
-        async def once() -> int:
-            conn = await self.link.connection()
-            reply = await conn.call(
-                lambda c: rs.QueryPublisherSequence(
-                    correlation_id=c, reference=reference, stream=stream
-                )
-            )
-            check(reply, f"QueryPublisherSequence on {stream!r}")
-            assert isinstance(reply, rs.QueryPublisherSequenceResponse)
-            return reply.sequence
-
-        return await self.link.retry(once)
 
     async def _located(
         self,
