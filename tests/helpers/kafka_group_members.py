@@ -6,6 +6,7 @@ producer's raw batches.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -169,6 +170,23 @@ async def produce(address: str, topic: str, records: bytes) -> tuple[int, int]:
     return int(part.error_code.value), part.base_offset
 
 
+# The listener ports of gateways killed under a client that goes on retrying them: librdkafka's
+# consumer of a killed gateway never finishes closing (it would leave its group through it) and
+# reconnects for as long as the test process lives. Held here, a port is not handed to another
+# server later in the session (a Spark worker's callback socket once got its Kafka requests).
+_HELD_PORTS: list[socket.socket] = []
+
+
+def hold_port(address: str) -> None:
+    """Keep the dead gateway's ``host:port`` bound and listening (never accepting)."""
+    host, port = address.rsplit(":", 1)
+    held = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    held.bind((host, int(port)))
+    held.listen(1)
+    _HELD_PORTS.append(held)
+
+
 async def members_move_off_a_killed_gateway(
     a: Any, b: Any, committed: Callable[[], Awaitable[dict[int, int]]], *, idempotent: bool = True
 ) -> None:
@@ -195,6 +213,7 @@ async def members_move_off_a_killed_gateway(
         with counted.lock:
             orphaned = set(counted.assigned["via-a"])
         await a.kill()
+        hold_port(a.kafka)
         killed_at = time.monotonic()
         await until(
             lambda: counted.assigned.get("via-b") == set(range(PARTITIONS)),
