@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import secrets
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,15 +17,29 @@ from gateway.admin_http import Health, serve_admin
 from gateway.backends import Backend, SharedLogs
 from gateway.backends.base import BackendSettings
 from gateway.backends.embedded import EmbeddedBackend, Listener, embedded_path
+from gateway.backends.topic_log import TopicLog
 from gateway.backends.url import create_backend
 from gateway.config import Config
-from gateway.coordination import AssignedGroups, GroupCoordinator, Groups, SharedGroups, UserStore
+from gateway.coordination import (
+    GroupCoordinator,
+    GroupDefinitions,
+    Groups,
+    SharedGroups,
+    UserStore,
+)
 from gateway.listeners.connection import Drain, Handler, Limits, ListenerInfo, serve_protocol
-from gateway.listeners.iggy import IggyService, IggySettings
+from gateway.listeners.iggy import (
+    IggyGroups,
+    IggyService,
+    IggySettings,
+    LocalGroups,
+    SharedIggyGroups,
+)
 from gateway.listeners.kafka import KafkaService, KafkaSettings
 from gateway.listeners.rabbitmq_stream import RabbitStreamService, RabbitStreamSettings
 from gateway.listeners.rog import RogService
 from gateway.metrics import Metrics
+from gateway.model import DEFAULT_STREAM, Topic
 from gateway.router import Router
 
 log = structlog.get_logger("streamgate.app")
@@ -87,6 +102,27 @@ def _groups(config: Config, backend: Backend) -> Groups | None:
         shared.bind(backend.shared_log(shared))  # before the backend runs: it follows the log
         return shared
     return GroupCoordinator(**settings)
+
+
+IGGY_GROUPS_TOPIC = Topic("__streamgate", "iggy-groups")
+IGGY_GROUPS_KAFKA_TOPIC = Topic(DEFAULT_STREAM, "__streamgate_iggy_groups")  # no streams there
+
+
+def _iggy_groups(backend: Backend, router: Router) -> IggyGroups:
+    """Where the Iggy listener keeps its consumer groups: this process on the embedded log, the
+    backend (a log of definitions, broker groups for membership) where every gateway sees it."""
+    if not router.groups_shared:
+        return LocalGroups()
+    definitions = GroupDefinitions()
+    shared = SharedIggyGroups(router, definitions)
+    # Kept for ever (Kafka: retention.ms -1, others: no limit): a handful of small records, and
+    # a group lives on.
+    if backend.capabilities.streams:
+        log_of = TopicLog(backend, definitions, IGGY_GROUPS_TOPIC, retention_ms=None)
+    else:
+        log_of = TopicLog(backend, definitions, IGGY_GROUPS_KAFKA_TOPIC, retention_ms=-1)
+    shared.bind(log_of)
+    return shared
 
 
 def _access_log(config: Config, metrics: Metrics) -> AccessLog | None:
@@ -152,7 +188,10 @@ async def serve_gateway(
             users=users,
             access_log=access_log,
         )
-        services = _services(config, router, users, limits)
+        iggy_groups = _iggy_groups(backend, router)
+        if isinstance(iggy_groups, SharedIggyGroups) and config.listeners.iggy.enabled:
+            await outer.start(iggy_groups.run)
+        services = _services(config, router, users, limits, iggy_groups)
         async with trio.open_nursery() as nursery:
             for protocol, handler, port, host in services:
                 info = await nursery.start(
@@ -178,7 +217,7 @@ async def serve_gateway(
 
 
 def _services(
-    config: Config, router: Router, users: UserStore, limits: Limits
+    config: Config, router: Router, users: UserStore, limits: Limits, iggy_groups: IggyGroups
 ) -> list[tuple[str, Handler, int, str]]:
     """(protocol, handler, port, host) of every enabled listener."""
     services: list[tuple[str, Handler, int, str]] = []
@@ -205,9 +244,13 @@ def _services(
             advertised_host=iggy.advertised_host or config.advertised_host,
             advertised_port=iggy.advertised_port,
             max_frame_bytes=limits.max_frame_bytes,
-            consumer_groups=not config.reuse_port,  # one of --workers: refused, not split
+            # One of --workers with groups in its own memory: refused, not split.
+            consumer_groups=isinstance(iggy_groups, SharedIggyGroups) or not config.reuse_port,
+            first_client_id=(
+                1 + secrets.randbelow(1 << 30) if isinstance(iggy_groups, SharedIggyGroups) else 1
+            ),
         )
-        iggy_service = IggyService(router, iggy_settings, users=users, groups=AssignedGroups())
+        iggy_service = IggyService(router, iggy_settings, users=users, groups=iggy_groups)
         services.append(("iggy", iggy_service.handler(), iggy.port, config.listener_host(iggy)))
     rabbit = config.listeners.rabbitmq_stream
     if rabbit.enabled:

@@ -50,8 +50,16 @@ _WRITE_TIMEOUT_S: Final = 10.0
 
 
 class TopicLog:
-    def __init__(self, backend: Backend, applier: LogApplier, topic: Topic = LOG_TOPIC) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        applier: LogApplier,
+        topic: Topic = LOG_TOPIC,
+        *,
+        retention_ms: int | None = RETENTION_MS,
+    ) -> None:
         self.backend = backend
+        self.retention_ms = retention_ms
         self.applier = applier
         self.topic = topic
         self._waiting: dict[str, trio.Event] = {}
@@ -83,8 +91,20 @@ class TopicLog:
             raise BackendUnavailable(self.last_error)
         await self._append(record)
 
+    async def caught_up(self) -> None:
+        """Return once the applier applied every record the log held when this was called:
+        what another gateway wrote before is seen here after."""
+        end = await self.backend.list_offsets(
+            ListOffsets(topic=self.topic, partition=0, spec=OffsetSpec.LATEST)
+        )
+        with trio.move_on_after(_WRITE_TIMEOUT_S):
+            while self.applier.next_offset < (end.offset or 0):  # noqa: ASYNC110 (the follower)
+                await trio.sleep(0.01)
+            return
+        raise Timeout("coordination log not read up to its end in time")
+
     async def _create(self) -> None:
-        config = TopicConfig(retention_ms=RETENTION_MS)
+        config = TopicConfig(retention_ms=self.retention_ms)
         cmd = CreateTopic(topic=self.topic, partitions=1, config=config, create_stream=True)
         with contextlib.suppress(TopicExists):  # made by another gateway, or before
             await self.backend.create_topic(cmd)

@@ -4,6 +4,7 @@ from gateway.model.permissions import Permissions
 from gateway.model.users import User, UserStatus, allowed
 
 from .assigned_groups import AssignedGroup, AssignedGroups
+from .group_definitions import GroupDefinitions
 from .groups import GroupCoordinator
 from .producer_ids import ProducerIds
 from .shared_groups import SharedGroups
@@ -17,6 +18,7 @@ __all__ = [
     "AssignedGroup",
     "AssignedGroups",
     "GroupCoordinator",
+    "GroupDefinitions",
     "Groups",
     "Permissions",
     "ProducerIds",

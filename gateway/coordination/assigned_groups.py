@@ -32,6 +32,7 @@ class AssignedGroup:
         "name",
         "stream",
         "topic",
+        "uid",
     )
 
     def __init__(self, *, stream: str, topic: str, id: int, name: str, partitions: int) -> None:
@@ -40,6 +41,7 @@ class AssignedGroup:
         self.id = id
         self.name = name
         self.generation = 0
+        self.uid = ""  # the record that created it, where definitions are replicated
         self._partitions = partitions
         self._members: dict[int, tuple[int, ...]] = {}  # member id -> partitions, join order
         self._cursor: dict[int, int] = {}  # member id -> index of its next partition to poll
@@ -149,6 +151,10 @@ class AssignedGroups:
         if found is None:
             raise UnknownGroup(f"consumer group {group!r} does not exist on {stream}/{topic}")
         return found
+
+    def topics(self) -> builtins.list[TopicKey]:
+        """The topics that have groups (or had: a topic's last group deleted leaves it)."""
+        return builtins.list(self._topics)
 
     def list(self, stream: str, topic: str) -> list[AssignedGroup]:
         groups = self._topics.get((stream, topic), {})

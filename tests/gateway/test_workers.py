@@ -23,7 +23,11 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from protocols import rabbitmq_stream as rs
 from protocols.iggy import Era, Framing, IggyClientCodec, Status
-from protocols.iggy.frames_groups import CreateConsumerGroup
+from protocols.iggy.frames_groups import (
+    ConsumerGroupDetails,
+    CreateConsumerGroup,
+    GetConsumerGroup,
+)
 from protocols.iggy.frames_users import CreateUser
 from protocols.rabbitmq_stream import ResponseCode
 from tests.helpers.gateways import supervisor
@@ -111,6 +115,7 @@ async def test_two_workers_share_the_port_and_sum_their_metrics(
             )
             assert stored == 50
             await user_created_through_one_worker_logs_in_through_both(addresses, pids)
+            await iggy_groups_are_the_workers_own(addresses, pids)
             await what_lives_in_one_process_is_refused(addresses)
             up = await trio.to_thread.run_sync(
                 lambda: urllib.request.urlopen(f"http://{admin}/readyz", timeout=5).read()
@@ -164,14 +169,37 @@ async def user_created_through_one_worker_logs_in_through_both(
     assert all(shares), shares  # both workers logged carol in
 
 
-async def what_lives_in_one_process_is_refused(addresses: dict[str, str]) -> None:
-    """On the Kafka backend Iggy consumer groups and gateway-side publisher deduplication live
-    in one process: with workers they are refused, not split between them."""
+async def iggy_groups_are_the_workers_own(addresses: dict[str, str], pids: list[int]) -> None:
+    """On the Kafka backend Iggy consumer groups are kept on the broker: a group created through
+    one worker is there through every connection, whichever worker took it; a second create of
+    its name is refused."""
+    port = int(addresses["iggy"].rsplit(":", 1)[1])
     root = await iggy_wire(addresses["iggy"])
     await root.ok(login_command(Era.C))
-    reply = await root.call(CreateConsumerGroup(stream_id="default", topic_id="t", name="g"))
+    made = await root.call(CreateConsumerGroup(stream_id="default", topic_id="spread", name="g"))
+    again = await root.call(CreateConsumerGroup(stream_id="default", topic_id="spread", name="g"))
     await root.aclose()
-    assert reply.status == Status.FEATURE_UNAVAILABLE, reply
+    assert made.status == Status.OK, made
+    assert again.status == Status.CONSUMER_GROUP_NAME_ALREADY_EXISTS, again
+    wires = [await iggy_wire(addresses["iggy"]) for _ in range(CONNECTIONS)]
+    try:
+        for wire in wires:
+            await wire.ok(login_command(Era.C))
+            found = await wire.call(GetConsumerGroup(stream_id="default", topic_id="spread",
+                                                     group_id="g"))  # fmt: skip
+            assert found.status == Status.OK, found
+            assert isinstance(found.body, ConsumerGroupDetails), found
+            assert found.body.group.name == "g"
+        shares = [accepted_on(pid, port) for pid in pids]
+    finally:
+        for wire in wires:
+            await wire.aclose()
+    assert all(shares), shares  # both workers answered
+
+
+async def what_lives_in_one_process_is_refused(addresses: dict[str, str]) -> None:
+    """On the Kafka backend gateway-side publisher deduplication lives in one process: with
+    workers it is refused, not split between them."""
     rabbit = await RabbitWire.connected(addresses["rabbitmq_stream"])
     created = await rabbit.call(rs.Create(correlation_id=rabbit.corr(), stream="dedup"))
     assert getattr(created, "code", None) == ResponseCode.OK, created

@@ -181,9 +181,13 @@ def hold_port(address: str) -> None:
     """Keep the dead gateway's ``host:port`` bound and listening (never accepting)."""
     host, port = address.rsplit(":", 1)
     held = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    held.bind((host, int(port)))
-    held.listen(1)
+    try:
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        held.bind((host, int(port)))
+        held.listen(1)
+    except OSError:
+        held.close()
+        raise
     _HELD_PORTS.append(held)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from xxhash import xxh32_intdigest
 
 from gateway.listeners.iggy.catalog import ResolvedTopic
+from gateway.listeners.iggy.group_store import GroupView
 from gateway.listeners.iggy.session import CommandHandler, Session, handles
 from gateway.model import (
     Append,
@@ -122,14 +123,13 @@ def _group_name(s: Session, consumer: Consumer, found: ResolvedTopic) -> str:
 
 
 def _group_partition(
-    s: Session, consumer: Consumer, partition: int | None, found: ResolvedTopic
+    s: Session, group: GroupView | None, partition: int | None, found: ResolvedTopic
 ) -> int | None:
     """The partition a consumer's request is about. A group member names one it owns (the
     current framing syncs its assignment first); a classic group poll leaves it to the server,
     which hands the member's partitions out in turn (None: the member has none)."""
-    if consumer.kind != ConsumerKind.CONSUMER_GROUP:
+    if group is None:
         return _partition(s, partition, found)
-    group = s.groups.get(found.name.stream, found.name.name, consumer.id)
     if group.partitions != found.topic.partition_count:
         s.groups.resize(found.name.stream, found.name.name, found.topic.partition_count)
     if partition is None:
@@ -146,8 +146,21 @@ def _group_partition(
 async def poll_messages(s: Session, cmd: fm.PollMessages) -> fm.PolledMessages:
     found = await _topic(s, cmd.stream_id, cmd.topic_id)
     s.require("poll_messages", found.stream.id, found.topic.id)
-    group = _group_name(s, cmd.consumer, found)
-    partition = _group_partition(s, cmd.consumer, cmd.partition_id, found)
+    if cmd.consumer.kind != ConsumerKind.CONSUMER_GROUP:
+        return await _poll(s, cmd, found, None)
+    await s.groups.settled()
+    view = s.groups.get(found.name.stream, found.name.name, cmd.consumer.id)
+    # Held from choosing the partition to the commit: a rebalance hands the partition on only
+    # after this poll ended, and the commit names the member's generation (a stale one fails).
+    with view.lease(s.client.client_id):
+        return await _poll(s, cmd, found, view)
+
+
+async def _poll(
+    s: Session, cmd: fm.PollMessages, found: ResolvedTopic, view: GroupView | None
+) -> fm.PolledMessages:
+    group = view.name if view is not None else tr.consumer_group_name(cmd.consumer.id)
+    partition = _group_partition(s, view, cmd.partition_id, found)
     if partition is None:
         # A group member without partitions: the empty shape; the sentinel id makes the
         # current client re-sync its assignment (§5.8).
@@ -179,9 +192,12 @@ async def poll_messages(s: Session, cmd: fm.PollMessages) -> fm.PolledMessages:
         result = await s.router.execute(replace(read, offset=start), s.ctx)
     reply, last = _polled(s, result.batches, start, cmd.count, wire_partition)
     if cmd.auto_commit and last is not None:
+        generation, member = view.fence(s.client.client_id) if view is not None else (-1, "")
         await s.router.execute(
-            CommitOffset(group=group, topic=topic, partition=partition, offset=last + 1), s.ctx
-        )
+            CommitOffset(group=group, topic=topic, partition=partition, offset=last + 1,
+                         generation=generation, member_id=member),
+            s.ctx,
+        )  # fmt: skip
     return replace(reply, current_offset=tr.current_offset(result.high_watermark))
 
 
@@ -264,6 +280,8 @@ async def _offset_target(
 ) -> tuple[ResolvedTopic, str, int]:
     found = await _topic(s, stream, topic)
     s.require("poll_messages", found.stream.id, found.topic.id)
+    if consumer.kind == ConsumerKind.CONSUMER_GROUP:
+        await s.groups.settled()
     group = _group_name(s, consumer, found)
     return found, group, _partition(s, partition, found)
 

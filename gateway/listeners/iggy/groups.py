@@ -2,17 +2,19 @@
 
 Members are connections (their client ids). Partition p goes to member p mod n in join order and
 is reassigned whenever a member joins, leaves or disconnects, or the topic's partition count
-changes; SyncConsumerGroup tells a current client its share. Groups are kept in memory (a
-restarted gateway starts without them; ``consumer_group()`` recreates its group), while their
-committed offsets live in the backend under the group's name.
+changes; SyncConsumerGroup tells a current client its share. Their committed offsets live in the
+backend under the group's name. Where the groups are kept is the service's ``IggyGroups``: this
+process's memory on the embedded log (a restarted gateway starts without them;
+``consumer_group()`` recreates its group), the backend for every gateway on it otherwise
+(``groups_shared``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from gateway.coordination import AssignedGroup
 from gateway.listeners.iggy.catalog import ResolvedTopic
+from gateway.listeners.iggy.group_store import GroupView
 from gateway.listeners.iggy.session import CommandHandler, Session, handles
 from gateway.model import NotFound, UnknownGroup
 from gateway.translate.iggy.requests import IggyStatus
@@ -21,6 +23,7 @@ from protocols.iggy import frames_groups as fg
 
 
 async def _topic(s: Session, stream: Any, topic: Any) -> ResolvedTopic:
+    await s.groups.settled(fresh=True)  # rare commands: they see other gateways' changes
     found = await s.catalog.topic(stream, topic, s.ctx, fresh=True)
     s.service.group_ids[(found.name.stream, found.name.name)] = (found.stream.id, found.topic.id)
     return found
@@ -34,7 +37,7 @@ def _sized(s: Session, found: ResolvedTopic) -> None:
             return
 
 
-def _details(s: Session, group: AssignedGroup) -> fg.ConsumerGroupDetails:
+def _details(s: Session, group: GroupView) -> fg.ConsumerGroupDetails:
     assignment = group.assignment()
     shift = s.partition_shift
     return fg.ConsumerGroupDetails(
@@ -46,7 +49,7 @@ def _details(s: Session, group: AssignedGroup) -> fg.ConsumerGroupDetails:
     )
 
 
-def _summary(group: AssignedGroup) -> fg.ConsumerGroup:
+def _summary(group: GroupView) -> fg.ConsumerGroup:
     return fg.ConsumerGroup(
         id=group.id,
         partitions_count=group.partitions,
@@ -59,8 +62,8 @@ def _kept_here(s: Session) -> None:
     if not s.service.settings.consumer_groups:
         raise IggyStatus(
             Status.FEATURE_UNAVAILABLE,
-            "consumer groups are kept in each gateway process, and this one shares its port "
-            "with other workers (--workers): run one process to use them",
+            "consumer groups are kept in each gateway process on the embedded log, and this "
+            "one shares its port with other workers (--workers): run one process to use them",
         )
 
 
@@ -68,7 +71,7 @@ async def create_group(s: Session, cmd: fg.CreateConsumerGroup) -> fg.ConsumerGr
     _kept_here(s)
     found = await _topic(s, cmd.stream_id, cmd.topic_id)
     s.require("read_topics", found.stream.id, found.topic.id)
-    group = s.groups.create(
+    group = await s.groups.create(
         found.name.stream, found.name.name, cmd.name, partitions=found.topic.partition_count
     )
     return _details(s, group)
@@ -82,6 +85,7 @@ async def get_group(s: Session, cmd: fg.GetConsumerGroup) -> fg.ConsumerGroupDet
         group = s.groups.get(found.name.stream, found.name.name, cmd.group_id)
     except NotFound:
         return None  # §3.7: "not found" is an empty OK body
+    await s.groups.refresh(group)
     return _details(s, group)
 
 
@@ -90,13 +94,15 @@ async def get_groups(s: Session, cmd: fg.GetConsumerGroups) -> fg.ConsumerGroups
     s.require("read_topics", found.stream.id, found.topic.id)
     _sized(s, found)
     groups = s.groups.list(found.name.stream, found.name.name)
+    for group in groups:
+        await s.groups.refresh(group)
     return fg.ConsumerGroups(groups=tuple(_summary(g) for g in groups))
 
 
 async def delete_group(s: Session, cmd: fg.DeleteConsumerGroup) -> None:
     found = await _topic(s, cmd.stream_id, cmd.topic_id)
     s.require("read_topics", found.stream.id, found.topic.id)
-    s.groups.delete(found.name.stream, found.name.name, cmd.group_id)
+    await s.groups.delete(found.name.stream, found.name.name, cmd.group_id)
 
 
 async def join_group(s: Session, cmd: fg.JoinConsumerGroup) -> None:
@@ -124,7 +130,8 @@ async def sync_group(s: Session, cmd: fg.SyncConsumerGroup) -> fg.ConsumerGroupA
     if not group.is_member(s.client.client_id):
         return None  # §5.8: an empty body means "not a member"; the client re-joins
     return fg.ConsumerGroupAssignment(
-        generation=group.generation, partitions=group.partitions_of(s.client.client_id)
+        generation=group.generation_of(s.client.client_id),
+        partitions=group.partitions_of(s.client.client_id),
     )
 
 

@@ -15,13 +15,14 @@ from __future__ import annotations
 import itertools
 import time
 
-from gateway.coordination import AssignedGroups, UserStore
+from gateway.coordination import UserStore
 from gateway.listeners.connection import Connection, Handler, advertised_address
 from gateway.listeners.iggy import data as iggy_data
 from gateway.listeners.iggy import groups as iggy_groups
 from gateway.listeners.iggy import streams as iggy_streams
 from gateway.listeners.iggy import system as iggy_system
 from gateway.listeners.iggy.catalog import Catalog
+from gateway.listeners.iggy.group_store import IggyGroups, LocalGroups
 from gateway.listeners.iggy.session import (
     ClientState,
     CommandHandler,
@@ -65,18 +66,18 @@ class IggyService:
         settings: IggySettings,
         *,
         users: UserStore,
-        groups: AssignedGroups | None = None,
+        groups: IggyGroups | None = None,
     ) -> None:
         self.router = router
         self.settings = settings
         self.users = users
-        self.groups = groups if groups is not None else AssignedGroups()
+        self.groups: IggyGroups = groups if groups is not None else LocalGroups()
         self.catalog = Catalog(router)
         self.clients: dict[int, ClientState] = {}
         # (stream, topic) names -> their Iggy ids, for ClientDetails' group memberships.
         self.group_ids: dict[tuple[str, str], tuple[int, int]] = {}
         self.started_us = time.time_ns() // 1000
-        self._client_ids = itertools.count(1)
+        self._client_ids = itertools.count(settings.first_client_id)
         self._sessions = itertools.count(1)
         # Built per service from the modules' tables, so a test may patch one entry first.
         self.handlers: dict[type[Command], CommandHandler[Command]] = {

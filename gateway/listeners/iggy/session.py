@@ -7,9 +7,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol, TypeAlias, TypeVar, cast
 
-from gateway.coordination import AssignedGroups, UserStore
+from gateway.coordination import UserStore
 from gateway.listeners.connection import Connection
 from gateway.listeners.iggy.catalog import Catalog
+from gateway.listeners.iggy.group_store import IggyGroups
 from gateway.model import Forbidden, Unauthorized, UnknownUser
 from gateway.model.permissions import Action
 from gateway.model.users import User, allowed
@@ -25,9 +26,12 @@ class IggySettings:
     cluster_name: str = "streamgate"
     max_frame_bytes: int = 64 << 20
     max_poll_bytes: int = 32 << 20
-    # False where this process is one of several serving the port (``--workers``): consumer
-    # groups live in one process's memory, so they are refused rather than split.
+    # False where this process is one of several serving the port (``--workers``) and its
+    # consumer groups live in its own memory: they are refused rather than split.
     consumer_groups: bool = True
+    # The first client id. Gateways sharing groups start at random points (a member is listed by
+    # its client id, through every gateway), so that two clients are unlikely to share one.
+    first_client_id: int = 1
 
 
 @dataclass(slots=True)
@@ -53,7 +57,7 @@ class Service(Protocol):
     def users(self) -> UserStore: ...
 
     @property
-    def groups(self) -> AssignedGroups: ...
+    def groups(self) -> IggyGroups: ...
 
     @property
     def catalog(self) -> Catalog: ...
@@ -96,7 +100,7 @@ class Session:
         return self.service.users
 
     @property
-    def groups(self) -> AssignedGroups:
+    def groups(self) -> IggyGroups:
         return self.service.groups
 
     @property

@@ -64,7 +64,7 @@ async def update_stream(s: Session, cmd: f.UpdateStream) -> None:
     s.catalog.invalidate()
     if cmd.name != info.name:
         await s.router.execute(UpdateStream(stream=info.name, new_name=cmd.name), s.ctx)
-        s.groups.rename_stream(info.name, cmd.name)
+        await s.groups.rename_stream(info.name, cmd.name)
 
 
 async def delete_stream(s: Session, cmd: f.DeleteStream) -> None:
@@ -72,7 +72,7 @@ async def delete_stream(s: Session, cmd: f.DeleteStream) -> None:
     s.require("manage_streams", info.id)
     s.catalog.invalidate()
     await s.router.execute(DeleteStream(stream=info.name), s.ctx)
-    s.groups.drop_stream(info.name)
+    await s.groups.drop_stream(info.name)
 
 
 async def purge_stream(s: Session, cmd: f.PurgeStream) -> None:
@@ -145,7 +145,7 @@ async def update_topic(s: Session, cmd: f.UpdateTopic) -> None:
     new_name = cmd.name if cmd.name != info.topic.name else None
     await s.router.execute(UpdateTopic(topic=info.topic, config=config, new_name=new_name), s.ctx)
     if new_name is not None:
-        s.groups.rename_topic(info.topic.stream, info.topic.name, new_name)
+        await s.groups.rename_topic(info.topic.stream, info.topic.name, new_name)
 
 
 async def delete_topic(s: Session, cmd: f.DeleteTopic) -> None:
@@ -153,7 +153,7 @@ async def delete_topic(s: Session, cmd: f.DeleteTopic) -> None:
     s.require("manage_topics", found.stream.id, found.topic.id)
     s.catalog.invalidate()
     await s.router.execute(DeleteTopic(topic=found.name), s.ctx)
-    s.groups.drop_topic(found.name.stream, found.name.name)
+    await s.groups.drop_topic(found.name.stream, found.name.name)
 
 
 async def purge_topic(s: Session, cmd: f.PurgeTopic) -> None:

@@ -21,31 +21,22 @@ timeout.
 
 from __future__ import annotations
 
-import contextlib
 import struct
 import time
 from collections.abc import Callable
 from typing import Final, Generic, Protocol, TypeVar
 
-import structlog
 import trio
 
+from gateway.listeners.broker_membership import Membership, heartbeat, keep_joining
 from gateway.model import (
     DEFAULT_STREAM,
-    GatewayError,
-    Heartbeat,
-    IllegalGeneration,
     JoinGroup,
-    LeaveGroup,
     MemberInfo,
-    RebalanceInProgress,
     SyncGroup,
     Topic,
-    UnknownMember,
 )
 from gateway.router import RequestContext, Router
-
-log = structlog.get_logger("streamgate.rabbitmq_stream")
 
 GroupKey = tuple[Topic, int, str]  # topic, partition, consumer name
 
@@ -112,7 +103,6 @@ class ActiveConsumers(Generic[M]):
 SESSION_TIMEOUT_MS: Final = 6000  # Kafka's group.min.session.timeout.ms: a dead gateway's
 HEARTBEAT_S: Final = 1.0  # members hand over within about this
 REBALANCE_TIMEOUT_MS: Final = 10_000
-RETRY_S: Final = 1.0
 _PROTOCOL_TYPE: Final = "streamgate-sac"
 _JOINED: Final = struct.Struct(">q")  # the member's metadata: when its subscription joined (ns)
 _ACTIVE, _INACTIVE = b"\x01", b"\x00"
@@ -167,38 +157,21 @@ class BrokerActiveConsumers(Generic[B]):
         return list(self.groups.get(key, ()))
 
     async def _run(self, member: B, scope: trio.CancelScope) -> None:
-        key = member.group_key
-        group = broker_group(key)
+        group = broker_group(member.group_key)
         joined = _JOINED.pack(time.time_ns())
-        state = _Membership()
-        with scope:
-            try:
-                while True:
-                    try:
-                        await self._round(member, group, joined, state)
-                    except UnknownMember:
-                        state.member_id = ""  # the broker forgot it (a session timeout): anew
-                    except (RebalanceInProgress, IllegalGeneration):
-                        pass  # a rebalance began: rejoin at once
-                    except GatewayError as exc:
-                        log.info("single active consumer: broker group", group=group,
-                                 error=exc.message)  # fmt: skip
-                        await trio.sleep(RETRY_S)
-                    if member.active:  # before anything else: never two active at once
-                        self._set_active(member, False)
-            finally:
-                if state.member_id:
-                    leave = LeaveGroup(group=group, stream=DEFAULT_STREAM,
-                                       member_ids=(state.member_id,))  # fmt: skip
-                    # Failing that, the broker drops it after its session timeout.
-                    with (
-                        trio.CancelScope(shield=True),
-                        trio.move_on_after(2),
-                        contextlib.suppress(GatewayError),
-                    ):
-                        await self._router.execute(leave, self._ctx)
+        state = Membership()
 
-    async def _round(self, member: B, group: str, joined: bytes, state: _Membership) -> None:
+        async def deactivate() -> None:  # before anything else: never two active at once
+            if member.active:
+                self._set_active(member, False)
+
+        with scope:
+            await keep_joining(
+                self._router, self._ctx, group, state,
+                lambda: self._round(member, group, joined, state), deactivate,
+            )  # fmt: skip
+
+    async def _round(self, member: B, group: str, joined: bytes, state: Membership) -> None:
         """One generation: join, sync, take the assignment, heartbeat until the broker starts
         another rebalance (the GroupError that ends it)."""
         execute = self._router.execute
@@ -224,22 +197,8 @@ class BrokerActiveConsumers(Generic[B]):
         )  # fmt: skip
         if (synced.assignment == _ACTIVE) != member.active:
             self._set_active(member, synced.assignment == _ACTIVE)
-        while True:
-            await trio.sleep(HEARTBEAT_S)
-            await execute(
-                Heartbeat(group=group, stream=DEFAULT_STREAM, generation=result.generation,
-                          member_id=result.member_id),
-                self._ctx,
-            )  # fmt: skip
-
-
-class _Membership:
-    """The broker's id of one member, kept across its rounds (rejoins name it)."""
-
-    __slots__ = ("member_id",)
-
-    def __init__(self) -> None:
-        self.member_id = ""
+        await heartbeat(self._router, self._ctx, group, result.generation, result.member_id,
+                        HEARTBEAT_S)  # fmt: skip
 
 
 __all__ = [

@@ -13,6 +13,7 @@ import pytest
 import trio
 
 from tests.helpers.gateways import running_gateways
+from tests.helpers.iggy_groups_across_gateways import one_group_across_two_gateways
 from tests.helpers.iggy_upstream import upstream_gateway
 from tests.helpers.kafka_group_members import (
     MESSAGES,
@@ -90,3 +91,8 @@ async def test_a_killed_gateways_members_move_to_the_other_gateway(tmp_path: Pat
 async def test_one_active_consumer_across_two_gateways(tmp_path: Path) -> None:
     async with upstream_gateway(tmp_path / "upstream") as upstream:
         await one_active_consumer_across_two_gateways(url_of(upstream), tmp_path)
+
+
+async def test_one_iggy_group_across_two_gateways(tmp_path: Path) -> None:
+    async with upstream_gateway(tmp_path / "upstream") as upstream:
+        await one_group_across_two_gateways(url_of(upstream), tmp_path)

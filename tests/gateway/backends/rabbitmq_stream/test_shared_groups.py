@@ -25,6 +25,7 @@ import pytest
 import trio
 
 from tests.helpers.gateways import running_gateways, supervisor
+from tests.helpers.iggy_groups_across_gateways import one_group_across_two_gateways
 from tests.helpers.kafka_group_members import (
     MESSAGES,
     PARTITIONS,
@@ -103,6 +104,10 @@ async def test_a_killed_gateways_members_move_to_the_other_gateway(
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 async def test_one_active_consumer_across_two_gateways(broker: Broker, tmp_path: Path) -> None:
     await one_active_consumer_across_two_gateways(broker.url, tmp_path)
+
+
+async def test_one_iggy_group_across_two_gateways(broker: Broker, tmp_path: Path) -> None:
+    await one_group_across_two_gateways(broker.url, tmp_path)
 
 
 async def test_an_idempotent_retry_through_the_other_gateway_is_stored_once(
