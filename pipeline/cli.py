@@ -110,9 +110,9 @@ def parser() -> argparse.ArgumentParser:
         "mirror",
         help="copy topics to another URL, resumable, then verify each partition",
         description="Copy topics from --url to --to, each partition into the same partition "
-        "of a same-named topic (created when missing), resumable through --checkpoint; then "
-        "compare every partition's count and checksum of values on both sides. Exit status "
-        "3 when a partition differs.",
+        "of a same-named topic (created when missing, given the partitions it lacks), "
+        "resumable through --checkpoint; then compare every partition's count and checksum "
+        "of values on both sides. Exit status 3 when a partition differs.",
     )
     _source(m)
     m.add_argument("--to", required=True, help="the target URL (any the source takes)")

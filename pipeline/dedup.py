@@ -13,7 +13,9 @@ batches deterministically), tagged from the same ``Attempt``, so the backend can
   per target partition. A repeated batch among the last five of its producer is a duplicate;
   an older one is refused as out of order, and since a task appends its batches one after the
   other and each waits for its acknowledgement, what a run stored is a prefix of what it
-  meant to: an out-of-order refusal of a repeated batch means it was stored before.
+  meant to: an out-of-order refusal of a repeated batch means it was stored before. The store
+  forgets a producer idle for its producer id expiration (1 day by default, as Kafka): a task or
+  micro-batch run again after that is stored again.
 * otherwise (Iggy; and any ``kafka://`` URL, a broker's or a streamgate Kafka listener's: a
   Kafka broker refuses producer ids it did not grant): nothing tells a repeat; a retried task
   may store its rows twice.

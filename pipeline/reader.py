@@ -23,7 +23,7 @@ from .offsets import Span, spans, split
 from .options import Connection, ReadOptions
 from .planning import check_order, log_bounds, resolve, starting_offsets
 from .portal import Session, call, session
-from .rows import ArrowRows
+from .rows import AppendTimes, ArrowRows, log_append_times
 
 READ_BYTES: Final = 4 << 20  # per Read command: a few thousand small messages per batch
 
@@ -72,12 +72,12 @@ class _Cursor:
     def next(self, s: Session) -> pa.RecordBatch | None:
         while not self.done:
             wait_ms = 0 if self._quiet_since is None else RETRY_WAIT_MS
-            messages = s.run(functools.partial(_next, self.span, self.offset, wait_ms))
+            messages, appended = s.run(functools.partial(_next, self.span, self.offset, wait_ms))
             if messages:
                 self._quiet_since = None
                 self.offset = messages[-1].offset + 1
                 self.done = self.offset >= self.span.end
-                return self.rows.batch(self.span.topic, self.span.partition, messages)
+                return self.rows.batch(self.span.topic, self.span.partition, messages, appended)
             now = time.monotonic()
             self._quiet_since = now if self._quiet_since is None else self._quiet_since
             self.done = now - self._quiet_since >= GIVE_UP_S
@@ -92,8 +92,11 @@ class _Cursor:
         return out
 
 
-async def _next(span: Span, offset: int, wait_ms: int, endpoint: Endpoint) -> list[Message]:
-    """The messages at ``offset`` and after it, below the span's end."""
+async def _next(
+    span: Span, offset: int, wait_ms: int, endpoint: Endpoint
+) -> tuple[list[Message], AppendTimes]:
+    """The messages at ``offset`` and after it, below the span's end; and which of them have a
+    LogAppendTime timestamp (rows.py)."""
     command = Read(
         topic=endpoint.topic(span.topic),
         partition=span.partition,
@@ -101,6 +104,9 @@ async def _next(span: Span, offset: int, wait_ms: int, endpoint: Endpoint) -> li
         max_messages=span.end - offset,
         max_bytes=READ_BYTES,
         max_wait_ms=wait_ms,
+        # Stored batches as they are, the first one possibly from before ``offset`` (trimmed
+        # below): a backend that trims one decodes it, and a Kafka batch's timestamp type goes.
+        whole_batches=True,
     )
     try:
         result = await endpoint.backend.read(command)
@@ -113,13 +119,15 @@ async def _next(span: Span, offset: int, wait_ms: int, endpoint: Endpoint) -> li
     except GatewayError as exc:
         raise PipelineError(f"{endpoint.shown}: topic {span.topic!r}: {exc.message}") from None
     out: list[Message] = []
+    appended: list[tuple[int, int]] = []
     for batch in result.batches:
+        appended += log_append_times(batch)
         messages = batch.messages
         if messages and messages[0].offset >= offset and messages[-1].offset < span.end:
             out.extend(messages)  # the usual case: the whole batch is wanted
         else:
             out.extend(m for m in messages if offset <= m.offset < span.end)
-    return out
+    return out, appended
 
 
 class BatchReader(DataSourceReader):

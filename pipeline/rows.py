@@ -6,8 +6,13 @@ cannot hold it: 38 digits stop at 10^38 - 1, below 2^128 (3.4e38), and a UUID me
 an integer (RabbitMQ, Iggy) is above that seven times in ten. A string keeps every value exactly,
 in Parquet and JSON as well; ``cast("decimal(38,0)")`` works where the values are small.
 
-``timestampType`` is always 0 (CreateTime): the canonical message keeps one timestamp, the
-client's when it gave one, else the backend's at append, and does not say which.
+``timestampType`` is Spark's Kafka connector's: 1 (LogAppendTime) for a message of a Kafka
+record batch a broker stamped with its append time, else 0 (CreateTime). The canonical message
+keeps one timestamp and does not say which it is; a Kafka record batch does, in its attributes,
+and reads ask for whole stored batches (``Read.whole_batches``) so that a backend hands those on
+as they are (a Kafka broker's, or a Kafka producer's batch in an embedded store) rather than
+decoded. The other formats have no such notion: their timestamp is the client's when it gave
+one, else the backend's at append, and is reported as CreateTime.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from gateway.model import Message
+from gateway.model import Message, MessageBatch
+from gateway.translate.kafka.messages import WIRE_FORMAT as KAFKA
+from protocols.kafka import TimestampType, iter_batches
 
 from .errors import PipelineError
 
@@ -29,7 +36,10 @@ _BASE: Final = (
 )
 _HEADERS: Final = "headers array<struct<key:string,value:binary>>"
 _ID: Final = "id string"
-CREATE_TIME: Final = 0
+CREATE_TIME: Final = int(TimestampType.CREATE_TIME)
+LOG_APPEND_TIME: Final = int(TimestampType.LOG_APPEND_TIME)
+# Offset ranges (first, last, both included) whose timestamps are a broker's LogAppendTime.
+AppendTimes = Sequence[tuple[int, int]]
 
 
 def read_schema(include_headers: bool) -> str:
@@ -43,8 +53,45 @@ NAMES: Final = (
 )  # fmt: skip
 
 
+def log_append_times(batch: MessageBatch) -> list[tuple[int, int]]:
+    """The offsets of ``batch`` that a Kafka broker stamped with LogAppendTime: the record
+    batches of a ``kafka`` wire form whose timestamp-type attribute says so. A batch the backend
+    decoded (or of another format) has none."""
+    wire = batch.wire
+    if wire is None or wire.format != KAFKA:
+        return []
+    out: list[tuple[int, int]] = []
+    first_base: int | None = None
+    for header, _ in iter_batches(wire.data):
+        # Offsets as the format's decoder gives them: the wire form's base offset stands for
+        # its first record batch's (an embedded store keeps a producer's batch as it came).
+        first_base = header.base_offset if first_base is None else first_base
+        if header.timestamp_type is TimestampType.LOG_APPEND_TIME and not header.is_control:
+            start = wire.base_offset + header.base_offset - first_base
+            out.append((start, start + header.last_offset_delta))
+    return out
+
+
+def _timestamp_types(msgs: Sequence[Message], appended: AppendTimes) -> list[object]:
+    """Each message's type, in one walk: messages and ranges both go up in offset order."""
+    out: list[object] = []
+    ranges = iter(sorted(appended))
+    current = next(ranges, None)
+    for m in msgs:
+        while current is not None and current[1] < m.offset:
+            current = next(ranges, None)
+        stamped = current is not None and current[0] <= m.offset
+        out.append(LOG_APPEND_TIME if stamped else CREATE_TIME)
+    return out
+
+
 def _column(
-    name: str, topic: str, partition: int, msgs: Sequence[Message], t: pa.DataType
+    name: str,
+    topic: str,
+    partition: int,
+    msgs: Sequence[Message],
+    appended: AppendTimes,
+    t: pa.DataType,
 ) -> pa.Array:
     values: list[object]
     match name:
@@ -53,7 +100,9 @@ def _column(
         case "partition":
             return pa.repeat(pa.scalar(partition, t), len(msgs))
         case "timestampType":
-            return pa.repeat(pa.scalar(CREATE_TIME, t), len(msgs))
+            if not appended:  # the usual case
+                return pa.repeat(pa.scalar(CREATE_TIME, t), len(msgs))
+            values = _timestamp_types(msgs, appended)
         case "key":
             values = [m.key for m in msgs]
         case "value":
@@ -82,9 +131,23 @@ class ArrowRows:
             raise PipelineError(f"the streamgate source has no column {unknown}; it has {NAMES}")
         self.arrow = to_arrow_schema(schema, timezone="UTC")
 
-    def batch(self, topic: str, partition: int, messages: Sequence[Message]) -> pa.RecordBatch:
-        arrays = [_column(f.name, topic, partition, messages, f.type) for f in self.arrow]
+    def batch(
+        self,
+        topic: str,
+        partition: int,
+        messages: Sequence[Message],
+        appended: AppendTimes = (),
+    ) -> pa.RecordBatch:
+        """``appended``: the offsets whose timestamps are LogAppendTime (``log_append_times``)."""
+        arrays = [_column(f.name, topic, partition, messages, appended, f.type) for f in self.arrow]
         return pa.RecordBatch.from_arrays(arrays, schema=self.arrow)
 
 
-__all__ = ["CREATE_TIME", "ArrowRows", "read_schema"]
+__all__ = [
+    "CREATE_TIME",
+    "LOG_APPEND_TIME",
+    "AppendTimes",
+    "ArrowRows",
+    "log_append_times",
+    "read_schema",
+]

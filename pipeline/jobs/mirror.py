@@ -7,7 +7,13 @@ offsets copied; a run goes on where the last one stopped, killed or not. Beside 
 the checkpoint holds ``streamgate-mirror.json``, written before the first copy: where the
 mirror began on each side (the source's earliest offsets, the target's next offsets), which
 the verification needs and Spark does not keep. Missing target topics are created with the
-source's partition count (and a missing stream with them).
+source's partition count (and a missing stream with them); a target topic with fewer partitions
+than its source is given the missing ones (CreatePartitions), so that every source partition is
+copied into the same partition number.
+
+A source that gained partitions since the last run (the streaming read takes a new partition
+from its earliest offset) has them added to the target, and to the record (where the mirror
+began on each side: the source's earliest offset, the target's next) before anything is copied.
 
 A micro-batch replayed after a crash is stored once where the backend deduplicates (the
 writer's ``dedup``: RabbitMQ, an embedded store); elsewhere (Kafka, Iggy) it may be stored
@@ -19,14 +25,21 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
 
 from pyspark.sql import SparkSession
 
 from gateway.backends.embedded import embedded_path
 from gateway.client.session import redacted
-from gateway.model import DEFAULT_STREAM, CreateTopic, DescribeTopic, GatewayError, NotFound
+from gateway.model import (
+    DEFAULT_STREAM,
+    CreatePartitions,
+    CreateTopic,
+    DescribeTopic,
+    GatewayError,
+    NotFound,
+)
 
 from ..endpoint import Endpoint
 from ..errors import PipelineError
@@ -119,35 +132,71 @@ async def _source_start(topics: tuple[str, ...], endpoint: Endpoint) -> Offsets:
     return earliest
 
 
-async def _target_start(counts: dict[str, int], endpoint: Endpoint) -> Offsets:
-    """Each target topic made ready (created if missing, with at least the source's
-    partitions); the next offset of each partition the mirror writes."""
+async def _target_start(counts: dict[str, int], known: Offsets, endpoint: Endpoint) -> Offsets:
+    """Each target topic made ready: created if missing, grown if it has fewer partitions than
+    the source (``counts``); the next offset of each partition the mirror writes that ``known``
+    does not name yet."""
     for name, count in counts.items():
         topic = endpoint.topic(name)
         try:
             have = (await endpoint.backend.describe_topic(DescribeTopic(topic=topic))).info
         except NotFound:
-            command = CreateTopic(topic=topic, partitions=count, create_stream=True)
-            try:
-                await endpoint.backend.create_topic(command)
-            except GatewayError as exc:
-                raise PipelineError(
-                    f"{endpoint.shown}: creating topic {name!r}: {exc.message}"
-                ) from None
+            create = CreateTopic(topic=topic, partitions=count, create_stream=True)
+            await _change(
+                endpoint, endpoint.backend.create_topic(create), f"creating topic {name!r}"
+            )
             continue
         except GatewayError as exc:
             raise PipelineError(f"{endpoint.shown}: topic {name!r}: {exc.message}") from None
         if have.partition_count < count:
-            raise PipelineError(
-                f"target topic {name!r} at {endpoint.shown} has {have.partition_count} "
-                f"partitions, the source topic {count}: add partitions to it first"
-            )
+            grow = CreatePartitions(topic=topic, total=count)
+            doing = f"adding partitions {have.partition_count}..{count - 1} to topic {name!r}"
+            await _change(endpoint, endpoint.backend.create_partitions(grow), doing)
     _, latest = await log_bounds(endpoint, tuple(counts))
-    return {t: {p: latest[t][p] for p in range(counts[t])} for t in counts}
+    return {
+        t: {p: latest[t][p] for p in range(counts[t]) if p not in known.get(t, {})} for t in counts
+    }
+
+
+async def _change(endpoint: Endpoint, change: Awaitable[object], doing: str) -> None:
+    try:
+        await change
+    except GatewayError as exc:
+        raise PipelineError(f"{endpoint.shown}: {doing}: {exc.message}") from None
+
+
+def _merged(a: Offsets, b: Offsets) -> Offsets:
+    return {t: {**a.get(t, {}), **b.get(t, {})} for t in sorted({*a, *b})}
+
+
+def _grown(files: Files, path: str, job: Mirror, record: Plan) -> Plan:
+    """``record`` with the partitions the source gained since it was written: added to the
+    target topics where they lack them, and their starts to the record (written back) before
+    the copy reaches them."""
+    now = call(_connection(job.url, job.stream), functools.partial(_source_start, job.topics))
+    new = {
+        t: {p: o for p, o in parts.items() if p not in record.source_start.get(t, {})}
+        for t, parts in now.items()
+    }
+    if not any(new.values()):
+        return record
+    counts = {t: len(parts) for t, parts in now.items()}
+    target_new = call(
+        _connection(job.to, job.target_stream),
+        functools.partial(_target_start, counts, record.target_start),
+    )
+    grown = replace(
+        record,
+        source_start=_merged(record.source_start, new),
+        target_start=_merged(record.target_start, target_new),
+    )
+    files.write(path, grown.dumps())
+    return grown
 
 
 def plan(files: Files, job: Mirror) -> Plan:
-    """The checkpoint's record, made (and the target prepared) on the first run."""
+    """The checkpoint's record, made (and the target prepared) on the first run, grown on a
+    later one when the source has more partitions."""
     path = f"{job.checkpoint.rstrip('/')}/{RECORD}"
     text = files.read(path)
     if text is not None:
@@ -160,7 +209,7 @@ def plan(files: Files, job: Mirror) -> Plan:
                 f"{found.source} (stream {found.stream}) to {found.target} (stream "
                 f"{found.target_stream}); use another --checkpoint for another mirror"
             )
-        return found
+        return _grown(files, path, job, found) if job.copy else found
     if not job.copy:
         raise PipelineError(f"nothing to verify: no mirror ran with checkpoint {job.checkpoint}")
     if job.to.partition(":")[0].lower() == "embedded":
@@ -170,7 +219,7 @@ def plan(files: Files, job: Mirror) -> Plan:
     )
     counts = {t: len(parts) for t, parts in source_start.items()}
     target_start = call(
-        _connection(job.to, job.target_stream), functools.partial(_target_start, counts)
+        _connection(job.to, job.target_stream), functools.partial(_target_start, counts, {})
     )
     made = Plan(
         redacted(job.url),
@@ -228,7 +277,13 @@ def mirror(
     copied_to = record.source_start if committed is None else committed[1]
     if not job.verify or (stop is not None and stop()):
         return MirrorRun(batches, copied_to, None)
-    source = Side(job.url, job.stream, record.source_start, copied_to)
+    # A partition the copy has not reached yet (none of its offsets in the checkpoint): nothing
+    # copied, rather than endingOffsets' default of latest.
+    end = {
+        t: {p: copied_to.get(t, {}).get(p, start) for p, start in parts.items()}
+        for t, parts in record.source_start.items()
+    }
+    source = Side(job.url, job.stream, record.source_start, end)
     target = Side(job.to, job.target_stream, record.target_start, None)
     return MirrorRun(batches, copied_to, verify(spark, source, target))
 

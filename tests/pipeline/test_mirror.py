@@ -1,6 +1,8 @@
-"""``mirror``: embedded to embedded (resumed by a second run), Kafka to Iggy through a running
-streamgate's listeners, and the verification catching a target that lost one message and
-gained another (``streamgate pipeline mirror`` exits 3 and names the partitions)."""
+"""``mirror``: embedded to embedded (resumed by a second run; a target topic with fewer
+partitions, and a source that gained partitions between runs, grown on the target), Kafka to
+Iggy through a running streamgate's listeners, and the verification catching a target that lost
+one message and gained another (``streamgate pipeline mirror`` exits 3 and names the
+partitions)."""
 
 from __future__ import annotations
 
@@ -11,10 +13,18 @@ import trio
 from pyspark.sql import SparkSession
 
 from gateway.backends.embedded import open_embedded
-from gateway.model import Append, CreateTopic, DeleteTopic, Message, MessageBatch, Topic
+from gateway.model import (
+    Append,
+    CreatePartitions,
+    CreateTopic,
+    DeleteTopic,
+    Message,
+    MessageBatch,
+    Topic,
+)
 from pipeline.jobs import Mirror, mirror
 from tests.helpers.gateways import running_gateway
-from tests.pipeline.data import LIMIT_S, fill, message, stored, values
+from tests.pipeline.data import LIMIT_S, create, fill, message, stored, values
 from tests.pipeline.jobs import spark_env, start, streamgate
 from tests.pipeline.threads import held
 
@@ -42,6 +52,42 @@ def test_embedded_to_embedded_resumes(spark: SparkSession, tmp_path: Path) -> No
     assert again.copied_to == {"audit": {0: 15}, "orders": {0: 35, 1: 20, 2: 15}}
     for topic in ("orders", "audit"):  # the same messages, partition by partition
         assert _kept(stored(target, topic)) == _kept(stored(source, topic))
+
+
+def _grow(directory: Path, topic: str, total: int) -> None:
+    async def main() -> None:
+        with trio.fail_after(LIMIT_S):
+            async with open_embedded(directory, fsync="never") as backend:
+                await backend.create_partitions(
+                    CreatePartitions(topic=Topic("default", topic), total=total)
+                )
+
+    trio.run(main)
+
+
+def test_partitions_the_target_lacks_are_created(spark: SparkSession, tmp_path: Path) -> None:
+    source, target = tmp_path / "data", tmp_path / "copy"
+    fill(source, {"orders": [12, 7]})
+    create(target, "orders", 1)  # the target topic exists, with fewer partitions
+    job = Mirror(url=f"embedded:{source}", to=f"embedded:{target}", topics=("orders",),
+                 checkpoint=str(tmp_path / "checkpoint"))  # fmt: skip
+    run = mirror(spark, job)
+    assert [(c.partition, c.source.count, c.target.count, c.ok) for c in run.checks or ()] == [
+        (0, 12, 12, True), (1, 7, 7, True)
+    ]  # fmt: skip
+    assert len(stored(target, "orders")) == 2
+
+    _grow(source, "orders", 4)  # the source gains partitions 2 and 3 between runs
+    fill(source, {"orders": [3, 0, 9, 4]}, first=12, create=False)
+    again = mirror(spark, job)
+    assert again.batches.total == 16
+    assert [(c.partition, c.source.count, c.target.count, c.ok) for c in again.checks or ()] == [
+        (0, 15, 15, True), (1, 7, 7, True), (2, 9, 9, True), (3, 4, 4, True)
+    ]  # fmt: skip
+    assert again.copied_to == {"orders": {0: 15, 1: 7, 2: 9, 3: 4}}
+    copied = stored(target, "orders")
+    assert [len(p) for p in copied] == [15, 7, 9, 4]
+    assert _kept(copied) == _kept(stored(source, "orders"))  # each in its own partition number
 
 
 def _kept(partitions: list[list[Message]]) -> list[list[tuple[object, ...]]]:

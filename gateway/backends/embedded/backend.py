@@ -69,6 +69,7 @@ from .batch_format import STORED_FORMATS
 from .fsync import FsyncPolicy
 from .owner import Listener
 from .partition import LogConfig
+from .producers import EXPIRATION_MS
 from .store import Store
 
 
@@ -98,6 +99,7 @@ class EmbeddedBackend:
         retention_bytes: int | None = None,
         max_message_bytes: int = 16 << 20,
         retention_check_interval_s: float = 30.0,
+        producer_id_expiration_ms: int = EXPIRATION_MS,
         clock: Callable[[], float] = time.time,
     ) -> None:
         config = TopicConfig(
@@ -114,6 +116,7 @@ class EmbeddedBackend:
             defaults=defaults,
             clock=clock,
             retention_check_interval_s=retention_check_interval_s,
+            producer_id_expiration_ms=producer_id_expiration_ms,
         )
         self._admin = Admin(self.store)
         self.capabilities = Capabilities(
@@ -156,6 +159,12 @@ class EmbeddedBackend:
     def enforce_retention(self) -> int:
         """One retention pass over every partition, now; returns how many segments went."""
         return self.store.enforce_retention()
+
+    def expire_producers(self) -> int:
+        """Forget idempotent producers idle longer than ``producer_id_expiration_ms`` (Kafka's
+        ``producer.id.expiration.ms``), now; the retention pass does it too. Returns how many
+        producer states (one per partition) went."""
+        return self.store.expire_producers()
 
     # --- metadata ----------------------------------------------------------------------------
 

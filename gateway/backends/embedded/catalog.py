@@ -178,8 +178,9 @@ def _subdirs(path: str) -> Iterator[os.DirEntry[str]]:
             yield e
 
 
-def load(root: str, defaults: LogConfig) -> dict[str, StreamEntry]:
-    """Read every stream and topic under ``root`` and open (recover) every partition."""
+def load(root: str, defaults: LogConfig, now_us: int) -> dict[str, StreamEntry]:
+    """Read every stream and topic under ``root`` and open (recover) every partition (``now_us``:
+    the store's clock, for the producer state recovery rebuilds)."""
     trash = os.path.join(root, TRASH)
     os.makedirs(trash, exist_ok=True)
     for e in os.scandir(trash):
@@ -212,7 +213,7 @@ def load(root: str, defaults: LogConfig) -> dict[str, StreamEntry]:
             for n in range(count):
                 pdir = os.path.join(tdir.path, str(n))
                 part = (
-                    open_partition(pdir, n, topic.log_config)
+                    open_partition(pdir, n, topic.log_config, now_us)
                     if os.path.isdir(pdir)
                     else Partition.create(pdir, n, topic.log_config)
                 )

@@ -213,7 +213,7 @@ class Partition:
         self._dirty[seg.base_offset] = seg
         seq = self.commit.note_write()
         if producer_id >= 0:
-            self.producers.record(producer_id, producer_epoch, base_sequence, count, base)
+            self.producers.record(producer_id, producer_epoch, base_sequence, count, base, now_us)
         self._wake()
         if sync:
             await self.commit.wait_durable(seq)

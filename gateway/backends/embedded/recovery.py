@@ -23,7 +23,7 @@ from .segment import Segment, segment_name
 log = structlog.get_logger()
 
 
-def open_partition(directory: str, number: int, config: LogConfig) -> Partition:
+def open_partition(directory: str, number: int, config: LogConfig, now_us: int) -> Partition:
     part = Partition(directory, number, config)
     bases = _tidy(directory)
     if not bases:
@@ -53,7 +53,7 @@ def open_partition(directory: str, number: int, config: LogConfig) -> Partition:
             dropped_bytes=before - active.size,
         )
     part.add_segment(active)
-    _rebuild_producers(part, tail)
+    _rebuild_producers(part, tail, now_us)
     return part
 
 
@@ -73,8 +73,10 @@ def _tidy(directory: str) -> list[int]:
     return bases
 
 
-def _rebuild_producers(part: Partition, tail: list[BatchHeader]) -> None:
-    snap = Producers.read_snapshot(os.path.join(part.dir, SNAPSHOT))
+def _rebuild_producers(part: Partition, tail: list[BatchHeader], now_us: int) -> None:
+    """``now_us``: the last append of producers known from headers (they keep no append time:
+    see producers.py)."""
+    snap = Producers.read_snapshot(os.path.join(part.dir, SNAPSHOT), now_us)
     start = part.log_start
     if snap is not None and snap[1] <= part.next_offset:
         part.producers, start = snap
@@ -82,8 +84,8 @@ def _rebuild_producers(part: Partition, tail: list[BatchHeader]) -> None:
         if seg.next_offset > start:
             for _, h in seg.walk():
                 if h.base_offset >= start:
-                    part.producers.replay(h)
+                    part.producers.replay(h, now_us)
             seg.close()
     for h in tail:
         if h.base_offset >= start:
-            part.producers.replay(h)
+            part.producers.replay(h, now_us)

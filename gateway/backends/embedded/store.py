@@ -1,4 +1,5 @@
-"""The open store: catalog, offsets and background work (fsync interval, retention, trash).
+"""The open store: catalog, offsets and background work (fsync interval, retention, idle
+producers' expiry, trash).
 
 ``run()`` locks the directory (``owner``), opens (recovers) everything in a worker thread, runs
 the background tasks until it is cancelled, then fsyncs and closes every file whatever the fsync
@@ -20,6 +21,7 @@ from .catalog import StreamEntry, TopicEntry
 from .fsync import FsyncPolicy
 from .offsets import OffsetStore
 from .partition import LogConfig, Partition
+from .producers import EXPIRATION_MS
 
 log = structlog.get_logger()
 
@@ -33,13 +35,19 @@ class Store:
         defaults: LogConfig,
         clock: Callable[[], float],
         retention_check_interval_s: float,
+        producer_id_expiration_ms: int = EXPIRATION_MS,
     ) -> None:
+        if producer_id_expiration_ms <= 0:
+            raise ValueError(
+                f"producer_id_expiration_ms must be > 0, not {producer_id_expiration_ms}"
+            )
         self.root = root
         self.policy = policy
         self.sync = policy.mode == "always"  # appends and commits wait for their fsync
         self.defaults = defaults
         self.clock = clock
         self.retention_check_interval_s = retention_check_interval_s
+        self.producer_id_expiration_ms = producer_id_expiration_ms
         self.streams: dict[str, StreamEntry] = {}
         self.offsets = OffsetStore(root)
         self.lock = trio.Lock()  # serialises metadata changes (they await file work)
@@ -61,7 +69,8 @@ class Store:
             raise
 
     def _load(self) -> None:
-        self.streams = catalog.load(self.root, self.defaults)
+        self.streams = catalog.load(self.root, self.defaults, self.now_us())
+        self.expire_producers()  # those a snapshot knows, idle while the store was closed
         self.offsets.open()
         counts = {
             (s.name, t.name): len(t.partitions)
@@ -139,10 +148,17 @@ class Store:
         while True:
             await trio.sleep(self.retention_check_interval_s)
             self.enforce_retention()
+            self.expire_producers()
 
     def enforce_retention(self) -> int:
         now_us = self.now_us()
         return sum(part.enforce_retention(now_us) for part in self.partitions())
+
+    def expire_producers(self) -> int:
+        """Forget the idempotent producers idle for ``producer_id_expiration_ms`` (producers.py);
+        returns how many producer states (one per partition a producer wrote to) went."""
+        idle_since_us = self.now_us() - self.producer_id_expiration_ms * 1000
+        return sum(part.producers.expire(idle_since_us) for part in self.partitions())
 
     async def trash(self, path: str) -> None:
         """Take a directory out of the store now (atomic rename); remove it in the background."""
