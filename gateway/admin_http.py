@@ -1,4 +1,5 @@
-"""Admin HTTP on 9464: ``/metrics`` (Prometheus text), ``/livez``, ``/readyz``.
+"""Admin HTTP on 9464: ``/metrics`` (OpenMetrics when asked for, else the Prometheus text
+format), ``/livez``, ``/readyz``, and the status page: ``/`` and the ``/status.json`` it polls.
 
 ``/livez`` never depends on the backend (a slow broker must not get the pod restarted);
 ``/readyz`` is true only while every listener is bound, the gateway is not draining and the
@@ -7,15 +8,20 @@ backend answers a ping within a second.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from http import HTTPStatus
 
 import h11
 import structlog
 import trio
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import choose_encoder
 
 from gateway.metrics import Metrics
+from gateway.status_html import CONTENT_SECURITY_POLICY, PAGE
+from gateway.status_page import Readiness, StatusBoard
 
 log = structlog.get_logger("streamgate.admin")
 MAX_REQUEST_BYTES = 16384
@@ -53,24 +59,75 @@ class Health:
         return True, "ok"
 
 
+@dataclass(frozen=True, slots=True)
+class Reply:
+    status: int
+    body: bytes
+    content_type: str
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+def _text(status: int, text: str) -> Reply:
+    return Reply(status, text.encode() + b"\n", "text/plain; charset=utf-8")
+
+
+@dataclass(frozen=True, slots=True)
+class _Admin:
+    registry: CollectorRegistry
+    ready: Readiness
+    status: StatusBoard | None
+
+    async def reply(self, method: bytes, target: str, accept: str) -> Reply:
+        if method not in (b"GET", b"HEAD"):
+            return _text(405, "method not allowed")
+        if target == "/metrics":
+            # OpenMetrics when the scraper asks for it (Prometheus does, first), else the
+            # classic text format: prometheus_client reads the Accept header the same way.
+            encode, content_type = choose_encoder(accept)
+            return Reply(200, encode(self.registry), content_type)
+        if target == "/livez":
+            return _text(200, "ok")
+        if target == "/readyz":
+            ok, why = await self.ready()
+            return _text(200 if ok else 503, self._redact(why))
+        if self.status is not None and target == "/":
+            return Reply(200, PAGE, "text/html; charset=utf-8", _PAGE_HEADERS)
+        if self.status is not None and target == "/status.json":
+            document = await self.status.document(self.ready)
+            body = json.dumps(document, allow_nan=False, separators=(",", ":")).encode()
+            return Reply(200, body, "application/json", _NO_STORE)
+        return _text(404, "not found")
+
+    def _redact(self, text: str) -> str:
+        return text if self.status is None else self.status.redact(text)
+
+
+_NO_STORE = (("cache-control", "no-store"),)
+_PAGE_HEADERS = (
+    *_NO_STORE,
+    ("content-security-policy", CONTENT_SECURITY_POLICY),
+    ("x-content-type-options", "nosniff"),
+)
+
+
 async def _respond(
-    stream: trio.SocketStream, conn: h11.Connection, status: int, body: bytes, ctype: str
+    stream: trio.SocketStream, conn: h11.Connection, reply: Reply, *, head: bool
 ) -> None:
     headers = [
-        ("content-type", ctype),
-        ("content-length", str(len(body))),
+        ("content-type", reply.content_type),
+        ("content-length", str(len(reply.body))),
         ("connection", "close"),
+        *reply.headers,
     ]
-    data = conn.send(h11.Response(status_code=status, headers=headers))
-    data += conn.send(h11.Data(data=body)) or b""
+    reason = HTTPStatus(reply.status).phrase.encode()
+    data = conn.send(h11.Response(status_code=reply.status, headers=headers, reason=reason))
+    if not head:  # HEAD: the same headers, no body (RFC 9110 §9.3.2)
+        data += conn.send(h11.Data(data=reply.body)) or b""
     data += conn.send(h11.EndOfMessage()) or b""
     await stream.send_all(data)
 
 
-Readiness = Callable[[], Awaitable[tuple[bool, str]]]
-
-
-async def _handle(stream: trio.SocketStream, registry: CollectorRegistry, ready: Readiness) -> None:
+async def _handle(stream: trio.SocketStream, admin: _Admin) -> None:
     conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST_BYTES)
     try:
         with trio.fail_after(10):
@@ -86,20 +143,14 @@ async def _handle(stream: trio.SocketStream, registry: CollectorRegistry, ready:
             if not isinstance(event, h11.Request):
                 return
             target = event.target.decode("latin-1").split("?", 1)[0]
-            if event.method not in (b"GET", b"HEAD"):
-                await _respond(stream, conn, 405, b"method not allowed\n", "text/plain")
-            elif target == "/metrics":
-                body = generate_latest(registry)
-                await _respond(stream, conn, 200, body, CONTENT_TYPE_LATEST)
-            elif target == "/livez":
-                await _respond(stream, conn, 200, b"ok\n", "text/plain")
-            elif target == "/readyz":
-                ok, why = await ready()
-                await _respond(stream, conn, 200 if ok else 503, why.encode() + b"\n", "text/plain")
-            else:
-                await _respond(stream, conn, 404, b"not found\n", "text/plain")
+            accept = b",".join(v for k, v in event.headers if k == b"accept").decode("latin-1")
+            reply = await admin.reply(event.method, target, accept)
+            await _respond(stream, conn, reply, head=event.method == b"HEAD")
     except (h11.RemoteProtocolError, trio.TooSlowError, trio.BrokenResourceError, OSError) as exc:
         log.debug("admin request failed", error=str(exc))
+    except Exception:
+        # One bad request never takes the admin port (or the gateway it runs in) down.
+        log.exception("admin request failed")
     finally:
         await trio.aclose_forcefully(stream)
 
@@ -110,18 +161,24 @@ async def serve_admin(
     port: int,
     registry: CollectorRegistry,
     ready: Readiness,
+    status: StatusBoard | None = None,
     task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """``/metrics`` from ``registry`` (one process's, or the workers' summed), ``/readyz`` from
-    ``ready`` (``Health.ready``, or the supervisor's view of its workers)."""
+    ``ready`` (``Health.ready``, or the supervisor's view of its workers), and with ``status``
+    the status page (``/``, ``/status.json``), whose samples it takes while it serves."""
     listeners = await trio.open_tcp_listeners(port, host=host)
     sockname = listeners[0].socket.getsockname()
-    task_status.started((str(sockname[0]), int(sockname[1])))
+    admin = _Admin(registry, ready, status)
 
     async def handler(stream: trio.SocketStream) -> None:
-        await _handle(stream, registry, ready)
+        await _handle(stream, admin)
 
-    await trio.serve_listeners(handler, listeners)
+    async with trio.open_nursery() as nursery:
+        if status is not None:
+            await nursery.start(status.run)
+        task_status.started((str(sockname[0]), int(sockname[1])))
+        await trio.serve_listeners(handler, listeners)
 
 
 __all__ = ["Health", "Readiness", "serve_admin"]

@@ -41,6 +41,8 @@ from gateway.listeners.rog import RogService
 from gateway.metrics import Metrics
 from gateway.model import DEFAULT_STREAM, Topic
 from gateway.router import Router
+from gateway.sampling import LagSampler, sample_runtime, watch_backend
+from gateway.status_page import StatusBoard
 
 log = structlog.get_logger("streamgate.app")
 
@@ -132,6 +134,15 @@ def _access_log(config: Config, metrics: Metrics) -> AccessLog | None:
     return AccessLog(a.path, max_bytes=a.max_bytes, backups=a.backups, metrics=metrics)
 
 
+def _lag_sampler(config: Config, metrics: Metrics) -> LagSampler | None:
+    m = config.metrics
+    if not m.lag_groups:
+        return None
+    return LagSampler(
+        metrics, groups=m.lag_groups, topics=m.lag_topics, interval_s=m.lag_interval_s
+    )
+
+
 def build_backend(config: Config) -> Backend:
     b = config.backend
     settings = BackendSettings(
@@ -153,7 +164,8 @@ async def serve_gateway(
 ) -> None:
     """Run the whole gateway until cancelled or until ``Running.shutdown()`` has drained it."""
     backend = backend if backend is not None else build_backend(config)
-    metrics = Metrics(registry, backend=backend.name)
+    metrics = Metrics(registry, backend=backend.name, topic_patterns=config.metrics.topic_patterns)
+    lag = _lag_sampler(config, metrics)
     limits = Limits(
         max_frame_bytes=config.limits.max_frame_bytes,
         max_connections=config.limits.max_connections,
@@ -187,7 +199,12 @@ async def serve_gateway(
             coordinator=coordinator,
             users=users,
             access_log=access_log,
+            on_commit=None if lag is None else lag.committed,
         )
+        await outer.start(functools.partial(sample_runtime, metrics))
+        await outer.start(watch_backend, health.backend_error, metrics)
+        if lag is not None:
+            await outer.start(lag.run, router)
         iggy_groups = _iggy_groups(backend, router)
         if isinstance(iggy_groups, SharedIggyGroups) and config.listeners.iggy.enabled:
             await outer.start(iggy_groups.run)
@@ -202,7 +219,16 @@ async def serve_gateway(
             await _record_listeners(backend, config, running.listeners)
             if config.admin.enabled:
                 host = config.admin.host or config.host
-                running.admin = await outer.start(_admin, host, config.admin.port, metrics, health)
+                status = StatusBoard(
+                    metrics.registry,
+                    backend=backend.name,
+                    backend_url=config.backend.url,
+                    listeners=[(i.protocol, *a) for i in running.listeners for a in i.addresses],
+                    scope=_scope(config),
+                )
+                running.admin = await outer.start(
+                    _admin, host, config.admin.port, metrics, health, status
+                )
             health.listeners_bound = True
             log.info(
                 "streamgate ready",
@@ -310,16 +336,24 @@ async def _serve(
     )  # fmt: skip
 
 
+def _scope(config: Config) -> str:
+    """Whose numbers the status page shows."""
+    if config.reuse_port:  # one of --workers (or of gateways sharing the ports by hand)
+        return "this process only (its ports are shared: reuse_port)"
+    return "this process"
+
+
 async def _admin(
     host: str,
     port: int,
     metrics: Metrics,
     health: Health,
+    status: StatusBoard,
     task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     await serve_admin(
         host=host, port=port, registry=metrics.registry,
-        ready=functools.partial(health.ready, metrics), task_status=task_status,
+        ready=functools.partial(health.ready, metrics), status=status, task_status=task_status,
     )  # fmt: skip
 
 

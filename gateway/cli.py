@@ -177,8 +177,8 @@ def _announce(listeners: Sequence[tuple[str, str, int]], admin: tuple[str, int] 
     for protocol, host, port in listeners:
         print(f"{protocol} listening on {host}:{port}", flush=True)
     if admin is not None:
-        print(f"admin listening on http://{admin[0]}:{admin[1]} (/metrics /livez /readyz)",
-              flush=True)  # fmt: skip
+        endpoints = "/ /status.json /metrics /livez /readyz"
+        print(f"admin listening on http://{admin[0]}:{admin[1]} ({endpoints})", flush=True)
 
 
 def _trio_run(fn: Any, *args: Any) -> int:

@@ -144,6 +144,22 @@ class AccessLogConfig:
 
 
 @dataclass(slots=True)
+class MetricsConfig:
+    # Opt-in label sets, so that what an operator did not ask for never becomes a series: shell
+    # patterns (fnmatch, case-sensitive). A topic pattern with a "/" matches "stream/topic", one
+    # without matches the topic's name in any stream. Lists in TOML; comma-separated in
+    # STREAMGATE_METRICS_* and --set.
+    # streamgate_consumer_group_lag{group,stream,topic}: groups x topics sampled every
+    # lag_interval_s (a group whose name begins with "__" is the gateway's own bookkeeping and
+    # matches only a pattern that begins with "__" too).
+    lag_groups: tuple[str, ...] = ()
+    lag_topics: tuple[str, ...] = ()
+    lag_interval_s: float = 15.0
+    # streamgate_topic_{messages,bytes}_{in,out}_total{stream,topic}
+    topic_patterns: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
 class Config:
     host: str = "127.0.0.1"  # where listeners bind unless they say otherwise
     advertised_host: str = ""  # what discovery answers carry; "" = the bind host
@@ -159,6 +175,7 @@ class Config:
     auth: AuthConfig = field(default_factory=AuthConfig)
     log: LogConfig = field(default_factory=LogConfig)
     access_log: AccessLogConfig = field(default_factory=AccessLogConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
 
     def listener_host(self, listener: ListenerConfig) -> str:
         return listener.host or self.host
@@ -180,7 +197,18 @@ def keys() -> list[str]:
     return [k for k, *_ in _leaves(Config())]
 
 
+def _names(key: str, raw: Any) -> tuple[str, ...]:
+    """A list of names: a TOML array of strings, or "a,b" from the environment or --set."""
+    if isinstance(raw, str):
+        return tuple(x.strip() for x in raw.split(",") if x.strip())
+    if isinstance(raw, list | tuple) and all(isinstance(x, str) for x in raw):
+        return tuple(raw)
+    raise ConfigError(f"{key}: expected a list of strings, got {raw!r}")
+
+
 def _coerce(key: str, typ: Any, raw: Any) -> Any:
+    if typing.get_origin(typ) is tuple:
+        return _names(key, raw)
     if isinstance(typ, types.UnionType):
         typ = next(t for t in typing.get_args(typ) if t is not type(None))
     if typ is bool:
@@ -276,6 +304,17 @@ def _check(config: Config) -> None:
         raise ConfigError(f"access_log.backups: must be 0 or more, not {a.backups}")
     if a.path and (a.path.endswith("/") or Path(a.path).is_dir()):
         raise ConfigError(f"access_log.path: {a.path!r} is a directory, not a file to write")
+    m = config.metrics
+    if not m.lag_interval_s > 0:
+        raise ConfigError(f"metrics.lag_interval_s: must be more than 0, not {m.lag_interval_s}")
+    if bool(m.lag_groups) != bool(m.lag_topics):
+        given, missing = (
+            ("lag_groups", "lag_topics") if m.lag_groups else ("lag_topics", "lag_groups")
+        )
+        raise ConfigError(
+            f"metrics.{given} is set but metrics.{missing} is not: lag is sampled for the groups"
+            ' AND topics they match ("*" for every one)'
+        )
 
 
 def parse_assignment(text: str) -> tuple[str, str]:

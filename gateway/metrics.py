@@ -1,18 +1,32 @@
 """Every streamgate metric, created on one registry object that tests inject fresh (DESIGN.md §5).
 
 Label values come from bounded sets (protocols, command names, error types); known combinations
-are created at start so dashboards never show "no data". No topic names as labels.
+are created at start so dashboards never show "no data". Topic and group names become labels
+only where the configuration opts them in by pattern (``[metrics]``: ``TopicFilter``,
+``GroupFilter``), so their number stays what the operator chose. No ``_created`` series: they
+would double every counter and histogram of a scrape for a value nobody graphs.
 """
 
 from __future__ import annotations
 
+import os
 import platform
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from fnmatch import fnmatchcase
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+)
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 from gateway import __version__
-from gateway.model import COMMAND_NAMES, ERROR_TYPES
+from gateway.model import COMMAND_NAMES, ERROR_TYPES, Topic
 
 # 50 µs .. 30 s: sub-millisecond resolution at the low end, where an embedded append lives.
 LATENCY_BUCKETS = (
@@ -31,10 +45,19 @@ class Metrics:
         *,
         backend: str = "embedded",
         protocols: Iterable[str] = PROTOCOLS,
+        topic_patterns: Iterable[str] = (),
+        process: bool = True,
     ) -> None:
+        # Process-wide in prometheus_client, and read when a metric is created: before any is.
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         self.backend = backend
         r = self.registry
+        if process:
+            # process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds...
+            # (this process's; under --workers the supervisor serves every worker's instead:
+            # WorkerProcesses).
+            ProcessCollector(registry=r)
         self.command_duration = Histogram(
             "streamgate_command_duration_seconds",
             "Time to execute one canonical command, long-poll waiting excluded.",
@@ -130,6 +153,86 @@ class Metrics:
             multiprocess_mode="livemax",
         )
         self.build_info.labels(__version__, platform.python_version(), backend).set(1)
+        self.backend_errors = Counter(
+            "streamgate_backend_errors",
+            "Commands the backend failed, by error type (backend_unavailable and timeout: the"
+            " backend did not answer).",
+            ["backend", "error_type"],
+            registry=r,
+        )
+        # Opt-in per topic (metrics.topic_patterns): what moved through each matching topic.
+        topic_labels = ["stream", "topic"]
+        self.topic_messages_in = Counter(
+            "streamgate_topic_messages_in", "Messages appended to a topic (opted in by pattern).",
+            topic_labels, registry=r,
+        )  # fmt: skip
+        self.topic_messages_out = Counter(
+            "streamgate_topic_messages_out", "Messages read from a topic (opted in by pattern).",
+            topic_labels, registry=r,
+        )  # fmt: skip
+        self.topic_bytes_in = Counter(
+            "streamgate_topic_bytes_in",
+            "Bytes appended to a topic: the batch as sent, or values plus keys (opted in).",
+            topic_labels, registry=r,
+        )  # fmt: skip
+        self.topic_bytes_out = Counter(
+            "streamgate_topic_bytes_out",
+            "Bytes read from a topic: the batches as stored, or values plus keys (opted in).",
+            topic_labels, registry=r,
+        )  # fmt: skip
+        # Sampled every metrics.lag_interval_s for the groups and topics the config names. Every
+        # --workers worker samples the same backend: the freshest sample of a live one counts.
+        self.consumer_group_lag = Gauge(
+            "streamgate_consumer_group_lag",
+            "Messages between a group's committed offsets and the end of a topic, summed over"
+            " the partitions the group committed on (opted in by pattern).",
+            ["group", "stream", "topic"],
+            registry=r,
+            multiprocess_mode="livemostrecent",
+        )
+        self.lag_sample_duration = Gauge(
+            "streamgate_consumer_group_lag_sample_seconds",
+            "How long the last lag sample took (the backend queries of every group x topic).",
+            registry=r,
+            multiprocess_mode="livemax",
+        )
+        # The trio run loop of each process, sampled every second (gateway.sampling).
+        self.trio_tasks = Gauge(
+            "streamgate_trio_tasks", "Tasks alive in the trio run loop.", registry=r,
+            multiprocess_mode="livesum",
+        )  # fmt: skip
+        self.trio_tasks_runnable = Gauge(
+            "streamgate_trio_tasks_runnable",
+            "Tasks ready to run and waiting for the loop (a run queue that stays long means a"
+            " saturated process).",
+            registry=r,
+            multiprocess_mode="livesum",
+        )
+        self.trio_threads_busy = Gauge(
+            "streamgate_trio_worker_threads_busy",
+            "trio.to_thread worker threads in use (of the default limiter).",
+            registry=r,
+            multiprocess_mode="livesum",
+        )
+        self.trio_threads_limit = Gauge(
+            "streamgate_trio_worker_threads_limit",
+            "Most trio.to_thread worker threads at once (the default limiter's tokens).",
+            registry=r,
+            multiprocess_mode="livesum",
+        )
+        self.trio_threads_waiting = Gauge(
+            "streamgate_trio_worker_threads_waiting",
+            "Tasks waiting for a trio.to_thread worker thread.",
+            registry=r,
+            multiprocess_mode="livesum",
+        )
+        self.trio_scheduling_delay = Histogram(
+            "streamgate_trio_scheduling_delay_seconds",
+            "How late a task that slept woke up: the time the run loop was busy elsewhere.",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.topics = TopicFilter(topic_patterns)
         self._precreate(tuple(protocols))
 
     def lossy(self, to: str, source: str = "canonical") -> Callable[[str], None]:
@@ -160,6 +263,8 @@ class Metrics:
         self.backend_up.labels(b)
         for reason in ACCESS_LOG_DROP_REASONS:
             self.access_log_dropped.labels(reason)
+        for error_type in ERROR_TYPES:
+            self.backend_errors.labels(b, error_type)
 
     def observe_command(
         self,
@@ -173,6 +278,76 @@ class Metrics:
         self.command_duration.labels(
             protocol, command, wire_command, self.backend, outcome, error_type
         ).observe(seconds)
+
+
+class TopicFilter:
+    """Which topics get labels of their own (``metrics.topic_patterns``): a pattern with a "/"
+    matches "stream/topic", one without the topic name in any stream. Decisions are kept per
+    topic, so the hot path pays one dict lookup; none at all when nothing is opted in."""
+
+    __slots__ = ("_decided", "patterns")
+
+    MAX_DECIDED = 100_000  # forget (and decide again) beyond this many distinct topics
+
+    def __init__(self, patterns: Iterable[str]) -> None:
+        self.patterns = tuple(patterns)
+        self._decided: dict[Topic, bool] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.patterns)
+
+    def __call__(self, topic: Topic) -> bool:
+        found = self._decided.get(topic)
+        if found is None:
+            if len(self._decided) >= self.MAX_DECIDED:
+                self._decided.clear()
+            found = self._decided[topic] = topic_matches(self.patterns, topic)
+        return found
+
+
+def topic_matches(patterns: Iterable[str], topic: Topic) -> bool:
+    qualified = f"{topic.stream}/{topic.name}"
+    return any(fnmatchcase(qualified if "/" in p else topic.name, p) for p in patterns)
+
+
+def group_matches(patterns: Iterable[str], group: str) -> bool:
+    """Whether a group is opted in; one named "__..." (the gateway's own bookkeeping, e.g. the
+    RabbitMQ publishers' sequences) only by a pattern that begins with "__" too."""
+    internal = group.startswith("__")
+    return any(fnmatchcase(group, p) for p in patterns if p.startswith("__") or not internal)
+
+
+class WorkerProcesses(Collector):
+    """``process_*`` of the ``--workers`` supervisor and of each live worker, labelled
+    ``worker`` ("supervisor", "0", "1", ...): the workers' own registries never reach the
+    supervisor's ``/metrics`` (only what they write to the multiprocess directory does).
+    ``sum by (instance)`` of a series is the gateway's total."""
+
+    def __init__(
+        self, pids: Callable[[], Mapping[str, int]], registry: CollectorRegistry | None = None
+    ) -> None:
+        self._pids = pids
+        if registry is not None:
+            registry.register(self)
+
+    def collect(self) -> Iterable[Metric]:
+        families: dict[str, Metric] = {}
+        for worker, pid in {"supervisor": os.getpid(), **self._pids()}.items():
+            for family in ProcessCollector(pid=_constant(pid), registry=None).collect():
+                merged = families.get(family.name)
+                if merged is None:
+                    merged = families[family.name] = Metric(
+                        family.name, family.documentation, family.type
+                    )
+                for sample in family.samples:
+                    merged.add_sample(
+                        sample.name, {**sample.labels, "worker": worker}, sample.value
+                    )
+        return list(families.values())
+
+
+def _constant(pid: int) -> Callable[[], int]:
+    return lambda: pid
 
 
 ACCESS_LOG_DROP_REASONS = ("queue_full", "write_error")
@@ -192,4 +367,8 @@ __all__ = [
     "LATENCY_BUCKETS",
     "PROTOCOLS",
     "Metrics",
+    "TopicFilter",
+    "WorkerProcesses",
+    "group_matches",
+    "topic_matches",
 ]

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import structlog
 import trio
 
-from gateway.access_log import AccessLog, Client, Line
+from gateway.access_log import AccessLog, Client, Line, batch_bytes
 from gateway.backends import Backend, NativeGroups, NativeProducerIds, NativePublisherDedup
 from gateway.coordination import Groups, ProducerIds, SharedGroups, UserStore
 from gateway.metrics import Metrics
@@ -52,6 +52,7 @@ from gateway.model import (
     ReadResult,
     Stats,
     SyncGroup,
+    Topic,
     Unsupported,
     UpdateStream,
     UpdateTopic,
@@ -86,6 +87,7 @@ class RequestContext:
     client: Client | None = None
     waited_s: float = 0.0
     access_lines: list[Line] | None = None
+    errors: int = 0  # commands of this request that failed (each counted in the metrics)
 
 
 class Router:
@@ -98,10 +100,13 @@ class Router:
         users: UserStore | None = None,
         producer_ids: ProducerIds | None = None,
         access_log: AccessLog | None = None,
+        on_commit: Callable[[str, Topic], None] | None = None,
     ) -> None:
         self.backend = backend
         self.metrics = metrics
         self.access_log = access_log
+        # Told of every committed (group, topic): the lag sampler learns which groups to follow.
+        self.on_commit = on_commit
         self.coordinator = coordinator
         self._producer_ids = producer_ids if producer_ids is not None else ProducerIds()
         self._handlers: Handlers = self._bind_handlers(backend, coordinator, users)
@@ -185,6 +190,15 @@ class Router:
         self.coordinator.check_commit(cmd.group, cmd.topic.stream, cmd.generation, cmd.member_id)
         return await self.backend.commit_offset(cmd)
 
+    async def query(self, cmd: Command[R]) -> R:
+        """Run a command for the gateway's own bookkeeping (the lag sampler): not a client's,
+        so neither timed into the metrics nor written to the access log."""
+        handler = self._handlers.get(type(cmd))
+        if handler is None:
+            raise Unsupported(f"{cmd.name} is not supported by the {self.backend.name} backend")
+        result: R = await handler(cmd)
+        return result
+
     async def execute(self, cmd: Command[R], ctx: RequestContext) -> R:
         name = cmd.name
         handler = self._handlers.get(type(cmd))
@@ -197,8 +211,10 @@ class Router:
         except GatewayError as exc:
             elapsed = time.perf_counter() - t0
             ctx.command_s += elapsed
+            ctx.errors += 1
             m.observe_command(ctx.protocol, name, ctx.wire_command, elapsed, exc.error_type)
             m.backend_request_duration.labels(m.backend, name, "error").observe(elapsed)
+            m.backend_errors.labels(m.backend, exc.error_type).inc()
             if self.access_log is not None:
                 self.access_log.command(cmd, ctx, None, elapsed, None, exc.error_type)
             raise
@@ -209,9 +225,11 @@ class Router:
             # protocol error, not the connection or the listener.
             elapsed = time.perf_counter() - t0
             ctx.command_s += elapsed
+            ctx.errors += 1
             log.exception("backend command failed", command=name, protocol=ctx.protocol)
             m.observe_command(ctx.protocol, name, ctx.wire_command, elapsed, "internal")
             m.backend_request_duration.labels(m.backend, name, "error").observe(elapsed)
+            m.backend_errors.labels(m.backend, "internal").inc()
             if self.access_log is not None:
                 self.access_log.command(cmd, ctx, None, elapsed, None, "internal")
             raise GatewayError(f"internal error in {name}: {exc.__class__.__name__}") from exc
@@ -225,13 +243,31 @@ class Router:
                 ctx.waited_s += waited
                 elapsed = max(0.0, elapsed - waited)
             m.messages_out.labels(ctx.protocol).inc(result.count)
+            if m.topics and isinstance(cmd, Read) and m.topics(cmd.topic):
+                self._topic_out(cmd.topic, result)
         elif isinstance(result, AppendResult) and not result.duplicate:
             m.messages_in.labels(ctx.protocol).inc(result.count)
+            if m.topics and isinstance(cmd, Append) and m.topics(cmd.topic):
+                self._topic_in(cmd, result.count)
+        elif self.on_commit is not None and isinstance(cmd, CommitOffset):
+            self.on_commit(cmd.group, cmd.topic)
         m.observe_command(ctx.protocol, name, ctx.wire_command, elapsed)
         m.backend_request_duration.labels(m.backend, name, "ok").observe(elapsed)
         if self.access_log is not None:
             self.access_log.command(cmd, ctx, result, elapsed, waited, "")
         return result
+
+    def _topic_in(self, cmd: Append, count: int) -> None:
+        m, t = self.metrics, cmd.topic
+        m.topic_messages_in.labels(t.stream, t.name).inc(count)
+        m.topic_bytes_in.labels(t.stream, t.name).inc(batch_bytes(cmd.batch))
+
+    def _topic_out(self, topic: Topic, result: ReadResult) -> None:
+        m = self.metrics
+        m.topic_messages_out.labels(topic.stream, topic.name).inc(result.count)
+        m.topic_bytes_out.labels(topic.stream, topic.name).inc(
+            sum(batch_bytes(b) for b in result.batches)
+        )
 
 
 __all__ = ["RequestContext", "Router"]

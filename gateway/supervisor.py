@@ -47,7 +47,9 @@ from prometheus_client.multiprocess import MultiProcessCollector, mark_process_d
 from gateway.access_log import worker_path
 from gateway.admin_http import serve_admin
 from gateway.config import Config
+from gateway.metrics import WorkerProcesses
 from gateway.model import GatewayError
+from gateway.status_page import StatusBoard, WorkerState
 
 log = structlog.get_logger("streamgate.supervisor")
 
@@ -82,6 +84,12 @@ class _Worker:
     admin: str = ""  # http://host:port of its own admin endpoint
     listening: dict[str, str] = field(default_factory=dict)
     ready: trio.Event = field(default_factory=trio.Event)
+    starts: int = 0
+
+    def state(self) -> WorkerState:
+        running = self.process is not None and self.process.returncode is None
+        pid = None if self.process is None else self.process.pid
+        return WorkerState(self.index, pid, running, self.starts)
 
 
 @dataclass
@@ -165,11 +173,22 @@ async def run_workers(
                 reserved.clear()
                 registry = CollectorRegistry()
                 MultiProcessCollector(registry, path=metrics_dir)  # type: ignore[no-untyped-call]
+                WorkerProcesses(lambda: _live_pids(workers), registry)
                 admin: tuple[str, int] | None = None
                 if config.admin.enabled:
                     host = config.admin.host or config.host
+                    status = StatusBoard(
+                        registry,
+                        # The scheme names the backend (rabbitmq-stream: rabbitmq_stream); this
+                        # process builds none.
+                        backend=config.backend.url.partition(":")[0].lower().replace("-", "_"),
+                        backend_url=config.backend.url,
+                        listeners=[(n, hosts[n], p) for n, p in ports.items()],
+                        scope=f"{len(workers)} workers, their metrics summed",
+                        workers=lambda: [w.state() for w in workers],
+                    )
                     admin = await nursery.start(
-                        _serve_admin, host, config.admin.port, registry, workers
+                        _serve_admin, host, config.admin.port, registry, workers, status
                     )
                 if announce is not None:
                     announce(
@@ -201,6 +220,14 @@ async def run_workers(
         shutil.rmtree(state_dir, ignore_errors=True)
 
 
+def _live_pids(workers: list[_Worker]) -> dict[str, int]:
+    return {
+        str(w.index): w.process.pid
+        for w in workers
+        if w.process is not None and w.process.returncode is None
+    }
+
+
 async def _keep_running(
     worker: _Worker,
     command: list[str],
@@ -215,6 +242,7 @@ async def _keep_running(
             command, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env
         )
         worker.process = process
+        worker.starts += 1
         worker.listening = {}
         try:
             assert process.stdout is not None
@@ -263,6 +291,7 @@ async def _serve_admin(
     port: int,
     registry: CollectorRegistry,
     workers: list[_Worker],
+    status: StatusBoard,
     task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     async def ready() -> tuple[bool, str]:
@@ -274,7 +303,10 @@ async def _serve_admin(
                 return False, f"worker {worker.index}: {why}"
         return True, "ok"
 
-    await serve_admin(host=host, port=port, registry=registry, ready=ready, task_status=task_status)
+    await serve_admin(
+        host=host, port=port, registry=registry, ready=ready, status=status,
+        task_status=task_status,
+    )  # fmt: skip
 
 
 def _worker_ready(admin: str) -> tuple[bool, str]:

@@ -8,6 +8,7 @@ and stopped by its pid, every wait bounded.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import socket
@@ -114,6 +115,19 @@ async def test_two_workers_share_the_port_and_sum_their_metrics(
                 lambda: metric(admin, "streamgate_messages_in_total", protocol="kafka")
             )
             assert stored == 50
+            # process_* of the supervisor and of each worker, the workers' trio gauges summed,
+            # and no _created series.
+            for worker in ("supervisor", "0", "1"):
+                rss = await trio.to_thread.run_sync(
+                    functools.partial(metric, admin, "process_resident_memory_bytes", worker=worker)
+                )
+                assert rss > 0, worker
+            tasks = await trio.to_thread.run_sync(lambda: metric(admin, "streamgate_trio_tasks"))
+            assert tasks > 0
+            text = await trio.to_thread.run_sync(
+                lambda: urllib.request.urlopen(f"http://{admin}/metrics", timeout=5).read()
+            )
+            assert b"_created" not in text
             await user_created_through_one_worker_logs_in_through_both(addresses, pids)
             await iggy_groups_are_the_workers_own(addresses, pids)
             await what_lives_in_one_process_is_refused(addresses)
