@@ -25,7 +25,9 @@ IGGYPY04_STAMP := $(IGGYPY04_VENV)/.installed-stamp
 # tests/helpers/rabbitmq_server.py runs on loopback for the backend tests, with epmd (from
 # erlang-base). The tests never use its service: each runs a private node on free ports.
 # openjdk-17-jre-headless: the JVM pyspark starts (tests/pipeline; bookworm's default Java).
-APT_TEST_PACKAGES := kcat rabbitmq-server openjdk-17-jre-headless
+# prometheus: Debian's Prometheus 2.42 and promtool (tests/monitoring runs its own server on a
+# free loopback port, never the package's service); chromium: the status page's browser test.
+APT_TEST_PACKAGES := kcat rabbitmq-server openjdk-17-jre-headless prometheus chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # The tests that need no server, no extra venv and no apt (codecs, translation, coordination, the
@@ -34,7 +36,9 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # one is an error here rather than silently left out; a new module under these folders joins it.
 CHECK_TESTS := tests/protocols tests/gateway/translate tests/gateway/coordination \
 	tests/gateway/backends/embedded tests/gateway/client tests/gateway/test_config.py \
-	tests/gateway/test_access_log.py \
+	tests/gateway/test_access_log.py tests/gateway/test_redact.py \
+	tests/gateway/test_status_page.py tests/deploy/test_dockerfile.py \
+	tests/deploy/test_kubernetes.py tests/gateway/listeners/test_connection_drain.py \
 	tests/gateway/backends/iggy/test_mapping.py \
 	tests/gateway/backends/rabbitmq_stream/test_catalog.py \
 	tests/gateway/backends/rabbitmq_stream/test_streams.py \

@@ -5,7 +5,8 @@ it bytes through a bounded memory channel, which is the backpressure: a client t
 read makes its own handler wait, nobody else). Limits: max connections, max frame size (the
 codec checks it), idle timeout. A failing connection is logged and closed alone; it never takes
 the listener down. On shutdown the listener stops accepting and every connection finishes the
-request it is working on, then closes (drain).
+request it is working on, then closes (drain). A request is in flight from its first byte the
+gateway has read: one whose frame has begun to arrive is still read to its end and answered.
 """
 
 from __future__ import annotations
@@ -96,7 +97,8 @@ class Request:
     observed: its connection fails and is counted there.
 
     A listener that answers some requests by itself (no canonical command runs) names them in
-    ``command`` (and ``error_type``): such a request is timed here as that command. With an
+    ``command`` (and ``error_type``): such a request is timed here as that command, and so is
+    an ``error_type`` it answered after commands that worked (its own refusal). With an
     access log, the lines of the request's commands wait here for its duration (a request
     that raises still ends them: its commands ran)."""
 
@@ -137,6 +139,14 @@ class Request:
             meters.metrics.observe_command(
                 ctx.protocol, self.command, ctx.wire_command, elapsed, self.error_type
             )
+        elif self.error_type and not ctx.errors:
+            # Refused by the listener itself after commands that worked (a stream that already
+            # exists, a name its catalog does not know): the error a client got is counted,
+            # timed as the listener's own share of the request.
+            meters.metrics.observe_command(
+                ctx.protocol, self.command or ctx.wire_command, ctx.wire_command,
+                max(0.0, elapsed - ctx.command_s), self.error_type,
+            )  # fmt: skip
         meters.overhead(ctx.wire_command).observe(max(0.0, elapsed - ctx.command_s))
 
 
@@ -171,6 +181,7 @@ class Connection:
         self._meters = meters if meters is not None else RequestMeters(metrics, protocol)
         self._draining = False
         self._receive_scope: trio.CancelScope | None = None
+        self._feeding: Receiver | None = None  # the codec ``feed`` is reading for
 
     def bind(self, **context: object) -> None:
         """Add context (user, client id) to every later log line of this connection; ``user``
@@ -185,8 +196,9 @@ class Connection:
         return Request(self._meters, wire_command, self.client)
 
     async def receive(self) -> bytes:
-        """The next bytes from the client; b"" at EOF or when the gateway is draining."""
-        if self._draining:
+        """The next bytes from the client; b"" at EOF, or when the gateway is draining and no
+        request is partly read."""
+        if self._draining and not self._mid_request():
             return b""
         idle = self.limits.idle_timeout_s
         with trio.CancelScope() as scope:
@@ -201,8 +213,13 @@ class Connection:
         return b""  # cancelled by drain()
 
     async def feed(self, codec: Receiver) -> None:
-        """Hand the codec the next bytes from the client, or the EOF."""
-        data = await self.receive()
+        """Hand the codec the next bytes from the client, or the EOF (also the drain's way of
+        ending a connection between two requests)."""
+        self._feeding = codec
+        try:
+            data = await self.receive()
+        finally:
+            self._feeding = None
         if data:
             codec.receive_data(data)
         else:
@@ -218,9 +235,17 @@ class Connection:
         await self._send.send(data)
 
     def drain(self) -> None:
+        """Stop at the next request boundary: a connection waiting for a request ends now, one
+        in the middle of a request's frame reads it to the end first (the listener's
+        drain_timeout_s bounds that, as it bounds the answer)."""
         self._draining = True
-        if self._receive_scope is not None:
+        if self._receive_scope is not None and not self._mid_request():
             self._receive_scope.cancel()
+
+    def _mid_request(self) -> bool:
+        """Whether the codec being fed holds part of a frame (read only while draining: it
+        copies what is buffered)."""
+        return self._feeding is not None and bool(self._feeding.trailing_data)
 
 
 Handler = Callable[[Connection], Awaitable[None]]
