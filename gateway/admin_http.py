@@ -3,13 +3,15 @@ format), ``/livez``, ``/readyz``, and the status page: ``/`` and the ``/status.j
 
 ``/livez`` never depends on the backend (a slow broker must not get the pod restarted);
 ``/readyz`` is true only while every listener is bound, the gateway is not draining and the
-backend answers a ping within a second.
+backend answers a ping within a second. With ``admin.tls`` the same endpoints are served over
+TLS (gateway/tls.py), on the admin port or on a port of their own beside it.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from http import HTTPStatus
 
@@ -22,6 +24,7 @@ from prometheus_client.exposition import choose_encoder
 from gateway.metrics import Metrics
 from gateway.status_html import CONTENT_SECURITY_POLICY, PAGE
 from gateway.status_page import Readiness, StatusBoard
+from gateway.tls import ServerTls, TlsError
 
 log = structlog.get_logger("streamgate.admin")
 MAX_REQUEST_BYTES = 16384
@@ -111,7 +114,7 @@ _PAGE_HEADERS = (
 
 
 async def _respond(
-    stream: trio.SocketStream, conn: h11.Connection, reply: Reply, *, head: bool
+    stream: trio.abc.Stream, conn: h11.Connection, reply: Reply, *, head: bool
 ) -> None:
     headers = [
         ("content-type", reply.content_type),
@@ -127,7 +130,7 @@ async def _respond(
     await stream.send_all(data)
 
 
-async def _handle(stream: trio.SocketStream, admin: _Admin) -> None:
+async def _handle(stream: trio.abc.Stream, admin: _Admin) -> None:
     conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST_BYTES)
     try:
         with trio.fail_after(10):
@@ -135,7 +138,7 @@ async def _handle(stream: trio.SocketStream, admin: _Admin) -> None:
                 event = conn.next_event()
                 if event is h11.NEED_DATA:
                     data = await stream.receive_some(MAX_REQUEST_BYTES)
-                    conn.receive_data(data)
+                    conn.receive_data(bytes(data))
                     if not data:
                         return
                     continue
@@ -152,6 +155,12 @@ async def _handle(stream: trio.SocketStream, admin: _Admin) -> None:
         # One bad request never takes the admin port (or the gateway it runs in) down.
         log.exception("admin request failed")
     finally:
+        if isinstance(stream, trio.SSLStream):
+            # close_notify before the socket closes (RFC 8446 §6.1): strict clients want it.
+            with trio.move_on_after(1) as cleanup:
+                cleanup.shield = True
+                with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    await stream.aclose()
         await trio.aclose_forcefully(stream)
 
 
@@ -162,20 +171,33 @@ async def serve_admin(
     registry: CollectorRegistry,
     ready: Readiness,
     status: StatusBoard | None = None,
+    tls: ServerTls | None = None,
+    sample_status: bool = True,
     task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """``/metrics`` from ``registry`` (one process's, or the workers' summed), ``/readyz`` from
     ``ready`` (``Health.ready``, or the supervisor's view of its workers), and with ``status``
-    the status page (``/``, ``/status.json``), whose samples it takes while it serves."""
+    the status page (``/``, ``/status.json``), whose samples it takes while it serves (unless
+    ``sample_status`` is false: another server of the same board takes them). With ``tls``
+    every connection is TLS."""
     listeners = await trio.open_tcp_listeners(port, host=host)
     sockname = listeners[0].socket.getsockname()
     admin = _Admin(registry, ready, status)
 
     async def handler(stream: trio.SocketStream) -> None:
-        await _handle(stream, admin)
+        if tls is None:
+            await _handle(stream, admin)
+            return
+        try:
+            secure = await tls.handshake(stream)
+        except TlsError as exc:
+            log.info("admin tls handshake failed", error=str(exc))
+            await trio.aclose_forcefully(stream)
+            return
+        await _handle(secure, admin)
 
     async with trio.open_nursery() as nursery:
-        if status is not None:
+        if status is not None and sample_status:
             await nursery.start(status.run)
         task_status.started((str(sockname[0]), int(sockname[1])))
         await trio.serve_listeners(handler, listeners)

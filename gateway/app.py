@@ -14,12 +14,18 @@ from prometheus_client import CollectorRegistry
 
 from gateway.access_log import AccessLog
 from gateway.admin_http import Health, serve_admin
+from gateway.authorization import (
+    Authorizer,
+    anonymous_permissions,
+    anonymous_summary,
+    requiring_authentication,
+)
 from gateway.backends import Backend, SharedLogs
 from gateway.backends.base import BackendSettings
 from gateway.backends.embedded import EmbeddedBackend, Listener, embedded_path
 from gateway.backends.topic_log import TopicLog
 from gateway.backends.url import create_backend
-from gateway.config import Config
+from gateway.config import Config, TlsConfig
 from gateway.coordination import (
     GroupCoordinator,
     GroupDefinitions,
@@ -43,6 +49,7 @@ from gateway.model import DEFAULT_STREAM, Topic
 from gateway.router import Router
 from gateway.sampling import LagSampler, sample_runtime, watch_backend
 from gateway.status_page import StatusBoard
+from gateway.tls import ServerTls, TlsSettings, watch_certificates
 
 log = structlog.get_logger("streamgate.app")
 
@@ -53,16 +60,20 @@ class Running:
 
     listeners: list[ListenerInfo] = field(default_factory=list)
     admin: tuple[str, int] | None = None
+    admin_tls: tuple[str, int] | None = None  # the admin port served over TLS (maybe ``admin``)
     metrics: Metrics | None = None
     backend: Backend | None = None
     drain: Drain | None = None
     health: Health | None = None
 
-    def address(self, protocol: str) -> tuple[str, int]:
-        for info in self.listeners:
-            if info.protocol == protocol:
-                return info.addresses[0]
-        raise KeyError(protocol)
+    def address(self, protocol: str, *, tls: bool | None = None) -> tuple[str, int]:
+        """Where ``protocol`` is served: plaintext (``tls=False``), TLS (``True``), or either,
+        plaintext first (``None``)."""
+        found = [i for i in self.listeners if i.protocol == protocol and tls in (None, i.tls)]
+        found.sort(key=lambda i: i.tls)
+        if not found:
+            raise KeyError(protocol)
+        return found[0].addresses[0]
 
     def shutdown(self) -> None:
         """Begin the graceful shutdown: not ready, stop accepting, drain, then return."""
@@ -143,6 +154,44 @@ def _lag_sampler(config: Config, metrics: Metrics) -> LagSampler | None:
     )
 
 
+def _server_tls(tls: TlsConfig, name: str) -> ServerTls | None:
+    if not tls.enabled:
+        return None
+    settings = TlsSettings(
+        cert_file=tls.cert_file, key_file=tls.key_file, ca_file=tls.ca_file,
+        client_auth=tls.client_auth, principal=tls.principal,
+        handshake_timeout_s=tls.handshake_timeout_s,
+    )  # fmt: skip
+    try:
+        return ServerTls(settings, name)
+    except OSError as exc:  # ssl.SSLError included; the paths are shown, never the key
+        raise OSError(f"{name} tls: cannot load {tls.cert_file} / {tls.key_file}: {exc}") from exc
+
+
+def server_tls(config: Config) -> dict[str, ServerTls]:
+    """The TLS of every enabled listener (by protocol) and of the admin port ("admin")."""
+    found: dict[str, ServerTls] = {}
+    for name in ("rog", "kafka", "iggy", "rabbitmq_stream"):
+        listener = getattr(config.listeners, name)
+        if listener.enabled and (tls := _server_tls(listener.tls, name)) is not None:
+            found[name] = tls
+    if config.admin.enabled and (tls := _server_tls(config.admin.tls, "admin")) is not None:
+        found["admin"] = tls
+    return found
+
+
+def _ports(
+    port: int, config: TlsConfig, tls: ServerTls | None
+) -> list[tuple[int, ServerTls | None, int | None]]:
+    """(port, its TLS, the advertised port it overrides) of one listener: TLS only on its port,
+    or plaintext there and TLS on ``tls.port`` beside it."""
+    if tls is None:
+        return [(port, None, None)]
+    if config.port < 0:
+        return [(port, tls, None)]
+    return [(port, None, None), (config.port, tls, config.advertised_port)]
+
+
 def build_backend(config: Config) -> Backend:
     b = config.backend
     settings = BackendSettings(
@@ -172,6 +221,7 @@ async def serve_gateway(
         idle_timeout_s=config.limits.idle_timeout_s,
         drain_timeout_s=config.limits.drain_timeout_s,
     )
+    tls = server_tls(config)  # before anything starts: unreadable certificates stop it here
     coordinator = _groups(config, backend)
     access_log = _access_log(config, metrics)
     health = Health(ping=backend.ping)
@@ -193,6 +243,15 @@ async def serve_gateway(
             root_password=config.auth.root_password,
             path=users_path(config),
         )
+        required = requiring_authentication(config)
+        log.info(anonymous_summary(config.auth.anonymous, required))
+        authorizer = Authorizer(
+            users,
+            backend.list_streams,
+            anonymous=anonymous_permissions(
+                config.auth.anonymous, authentication_required=bool(required)
+            ),
+        )
         router = Router(
             backend,
             metrics,
@@ -200,8 +259,11 @@ async def serve_gateway(
             users=users,
             access_log=access_log,
             on_commit=None if lag is None else lag.committed,
+            authorizer=authorizer,
         )
         await outer.start(functools.partial(sample_runtime, metrics))
+        if tls:
+            await outer.start(functools.partial(watch_certificates, list(tls.values())))
         await outer.start(watch_backend, health.backend_error, metrics)
         if lag is not None:
             await outer.start(lag.run, router)
@@ -211,11 +273,13 @@ async def serve_gateway(
         services = _services(config, router, users, limits, iggy_groups)
         async with trio.open_nursery() as nursery:
             for protocol, handler, port, host in services:
-                info = await nursery.start(
-                    _serve, protocol, handler, host, port, metrics, limits, drain,
-                    config.reuse_port, access_log,
-                )  # fmt: skip
-                running.listeners.append(info)
+                tls_config = getattr(config.listeners, protocol).tls
+                for bind, port_tls, advertised in _ports(port, tls_config, tls.get(protocol)):
+                    info = await nursery.start(
+                        _serve, protocol, handler, host, bind, metrics, limits, drain,
+                        config.reuse_port, access_log, port_tls, advertised,
+                    )  # fmt: skip
+                    running.listeners.append(info)
             await _record_listeners(backend, config, running.listeners)
             if config.admin.enabled:
                 host = config.admin.host or config.host
@@ -226,14 +290,25 @@ async def serve_gateway(
                     listeners=[(i.protocol, *a) for i in running.listeners for a in i.addresses],
                     scope=_scope(config),
                 )
+                admin_tls = tls.get("admin")
+                side = admin_tls is not None and config.admin.tls.port >= 0
                 running.admin = await outer.start(
-                    _admin, host, config.admin.port, metrics, health, status
-                )
+                    _admin, host, config.admin.port, metrics, health, status,
+                    None if side else admin_tls,
+                )  # fmt: skip
+                if side:
+                    running.admin_tls = await outer.start(
+                        _admin, host, config.admin.tls.port, metrics, health, status,
+                        admin_tls, False,
+                    )  # fmt: skip
+                elif admin_tls is not None:
+                    running.admin_tls = running.admin
             health.listeners_bound = True
             log.info(
                 "streamgate ready",
                 backend=backend.name,
-                listeners={i.protocol: f"{i.addresses[0][0]}:{i.addresses[0][1]}"
+                listeners={i.protocol + ("+tls" if i.tls else ""):
+                           f"{i.addresses[0][0]}:{i.addresses[0][1]}"
                            for i in running.listeners},
                 admin=None if running.admin is None else f"{running.admin[0]}:{running.admin[1]}",
             )  # fmt: skip
@@ -262,7 +337,7 @@ def _services(
             default_partitions=kafka.default_partitions,
             max_frame_bytes=limits.max_frame_bytes,
         )
-        handler = KafkaService(router, settings).handler()
+        handler = KafkaService(router, settings, users=users).handler()
         services.append(("kafka", handler, kafka.port, config.listener_host(kafka)))
     iggy = config.listeners.iggy
     if iggy.enabled:
@@ -315,6 +390,7 @@ async def _record_listeners(
             sasl=kafka.sasl and info.protocol == "kafka",
         )
         for info in listeners
+        if not info.tls  # the client commands speak plaintext
     )  # fmt: skip
 
 
@@ -328,11 +404,14 @@ async def _serve(
     drain: Drain,
     reuse_port: bool,
     access_log: AccessLog | None,
+    tls: ServerTls | None = None,
+    advertised_port: int | None = None,
     task_status: trio.TaskStatus[ListenerInfo] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     await serve_protocol(
         protocol, handler, host=host, port=port, metrics=metrics, limits=limits, drain=drain,
-        reuse_port=reuse_port, access_log=access_log, task_status=task_status,
+        reuse_port=reuse_port, access_log=access_log, tls=tls, advertised_port=advertised_port,
+        task_status=task_status,
     )  # fmt: skip
 
 
@@ -349,11 +428,14 @@ async def _admin(
     metrics: Metrics,
     health: Health,
     status: StatusBoard,
+    tls: ServerTls | None = None,
+    sample_status: bool = True,
     task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     await serve_admin(
         host=host, port=port, registry=metrics.registry,
-        ready=functools.partial(health.ready, metrics), status=status, task_status=task_status,
+        ready=functools.partial(health.ready, metrics), status=status, tls=tls,
+        sample_status=sample_status, task_status=task_status,
     )  # fmt: skip
 
 

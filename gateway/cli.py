@@ -16,6 +16,7 @@ import trio
 
 from gateway import __version__
 from gateway.client import add_client_commands, run_client
+from gateway.client.users import add_users_command, run_users
 from gateway.config import ConfigError, load, parse_assignment
 from gateway.model import GatewayError
 
@@ -58,6 +59,7 @@ def _parser() -> argparse.ArgumentParser:
         help="any setting by its dotted name, e.g. limits.idle_timeout_s=30",
     )  # fmt: skip
     add_client_commands(sub)  # topics, produce, consume (gateway/client)
+    add_users_command(sub)  # users, permissions, tokens (gateway/client/users.py)
     # Listed for --help only: main() hands both over to the pipeline before parsing.
     sub.add_parser("pipeline", help="Spark jobs: archive, mirror, report (the pipeline extra)")
 
@@ -86,6 +88,10 @@ def _parser() -> argparse.ArgumentParser:
     kafka.add_argument("--workers", type=int, default=1, help="of the started streamgate")
     kafka.add_argument("--dir", default=None, help="where the started gateway stores data")
     kafka.add_argument("--fsync", default="interval:1000", help="fsync of the started gateway")
+    kafka.add_argument(
+        "--tls", action="store_true",
+        help="the started gateway serves TLS beside plaintext: every figure over both",
+    )  # fmt: skip
     iggy = bench_sub.add_parser("iggy", help="apache-iggy send and poll in batches")
     iggy.add_argument(
         "--address", default=None, help="host:port to measure (default: start streamgate)"
@@ -148,9 +154,13 @@ def _run(args: argparse.Namespace) -> int:
         return _run_workers(config)
 
     def announce(running: Running) -> None:
+        # A TLS port is said first, so that a reader taking the last line of a protocol finds
+        # the plaintext one when both run.
+        ordered = sorted(running.listeners, key=lambda i: not i.tls)
         _announce(
-            [(i.protocol, host, port) for i in running.listeners for host, port in i.addresses],
+            [(i.protocol, host, port, i.tls) for i in ordered for host, port in i.addresses],
             running.admin,
+            running.admin_tls,
         )
 
     return _trio_run(run_until_signalled, config, announce)
@@ -166,18 +176,36 @@ def _run_workers(config: Any) -> int:
         return 2
 
     def announce(running: Supervised) -> None:
-        _announce(running.listeners, running.admin)
+        # The workers serve TLS as configured: on a listener's port (TLS only), or on its fixed
+        # tls.port beside it (port 0 is refused with --workers), said first as ``run`` does.
+        listeners: list[tuple[str, str, int, bool]] = []
+        for protocol, host, port in running.listeners:
+            tls = getattr(config.listeners, protocol).tls
+            if tls.enabled and tls.port >= 0:
+                listeners += [(protocol, host, tls.port, True), (protocol, host, port, False)]
+            else:
+                listeners.append((protocol, host, port, tls.enabled))
+        _announce(listeners, running.admin)
         print(f"workers: {' '.join(str(pid) for pid in running.workers)}", flush=True)
 
     return _trio_run(run_workers, config, sys.argv[1:], announce)
 
 
-def _announce(listeners: Sequence[tuple[str, str, int]], admin: tuple[str, int] | None) -> None:
-    """One line per endpoint on stdout: people read it, scripts and tests parse it."""
-    for protocol, host, port in listeners:
-        print(f"{protocol} listening on {host}:{port}", flush=True)
-    if admin is not None:
-        endpoints = "/ /status.json /metrics /livez /readyz"
+def _announce(
+    listeners: Sequence[tuple[str, str, int] | tuple[str, str, int, bool]],
+    admin: tuple[str, int] | None,
+    admin_tls: tuple[str, int] | None = None,
+) -> None:
+    """One line per endpoint on stdout: people read it, scripts and tests parse it. A TLS
+    endpoint ends in ``(tls)`` (admin: ``https://``)."""
+    for protocol, host, port, *tls in listeners:
+        print(f"{protocol} listening on {host}:{port}" + (" (tls)" if any(tls) else ""),
+              flush=True)  # fmt: skip
+    endpoints = "/ /status.json /metrics /livez /readyz"
+    if admin_tls is not None:
+        print(f"admin listening on https://{admin_tls[0]}:{admin_tls[1]} ({endpoints})",
+              flush=True)  # fmt: skip
+    if admin is not None and admin != admin_tls:
         print(f"admin listening on http://{admin[0]}:{admin[1]} ({endpoints})", flush=True)
 
 
@@ -216,9 +244,11 @@ def _endpoint(stack: contextlib.ExitStack, args: argparse.Namespace, given: str 
     return _started(stack, args, protocol).address
 
 
-def _started(stack: contextlib.ExitStack, args: argparse.Namespace, protocol: str) -> GatewayChild:
-    """A ``streamgate run`` child: on ``--backend`` with ``--workers`` where the command has
-    them, else on the embedded backend in a temp dir."""
+def _started(
+    stack: contextlib.ExitStack, args: argparse.Namespace, protocol: str, extra: Sequence[str] = ()
+) -> GatewayChild:
+    """A ``streamgate run`` child (``extra`` arguments given to it): on ``--backend`` with
+    ``--workers`` where the command has them, else on the embedded backend in a temp dir."""
     from gateway.bench.kafka import gateway_process
 
     backend = getattr(args, "backend", None)
@@ -227,33 +257,52 @@ def _started(stack: contextlib.ExitStack, args: argparse.Namespace, protocol: st
         tmp = stack.enter_context(
             tempfile.TemporaryDirectory(dir=args.dir, prefix="streamgate-bench-")
         )
-        child = stack.enter_context(gateway_process(tmp, args.fsync, protocol, workers=workers))
+        child = stack.enter_context(
+            gateway_process(tmp, args.fsync, protocol, workers=workers, extra=extra)
+        )
         print(f"started streamgate (embedded, fsync {args.fsync}) on {child.address}", flush=True)
     else:
         child = stack.enter_context(
-            gateway_process("", args.fsync, protocol, backend=backend, workers=workers)
+            gateway_process("", args.fsync, protocol, backend=backend, workers=workers, extra=extra)
         )
         print(f"started streamgate ({workers} worker(s)) on {child.address}", flush=True)
     return child
 
 
 def _bench_kafka(args: argparse.Namespace) -> int:
-    from gateway.bench.kafka import bench_kafka
+    from gateway.bench.kafka import bench_kafka, make_bench_tls
 
     sizes = [int(s) for s in args.sizes.split(",") if s]
+    if args.tls and args.bootstrap is not None:
+        print("streamgate: --tls measures a gateway it starts: not with --bootstrap",
+              file=sys.stderr)  # fmt: skip
+        return 2
     with contextlib.ExitStack() as stack:
         cpu = None
+        # (transport, bootstrap, client settings) measured one after the other, per size
+        endpoints: list[tuple[str, str, dict[str, str]]] = []
         if args.bootstrap is not None:
-            bootstrap = args.bootstrap
+            endpoints.append(("plaintext", args.bootstrap, {}))
         else:
-            child = _started(stack, args, "kafka")
-            bootstrap, cpu = child.address, child.cpu_seconds
+            tls = None
+            if args.tls:
+                certs_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="sg-tls-"))
+                tls = make_bench_tls(certs_dir)
+            child = _started(stack, args, "kafka", tls.run_args() if tls is not None else ())
+            cpu = child.cpu_seconds
+            endpoints.append(("plaintext", child.address, {}))
+            if tls is not None:
+                assert child.tls_address is not None, "the gateway reported no TLS listener"
+                print(f"with TLS on {child.tls_address}", flush=True)
+                endpoints.append(("tls", child.tls_address, tls.client_config()))
         for size in sizes:
-            result = bench_kafka(
-                bootstrap, message_size=size, messages=args.messages,
-                partitions=args.partitions, acks=args.acks, cpu=cpu,
-            )  # fmt: skip
-            print(result.format(), flush=True)
+            for transport, bootstrap, client in endpoints:
+                result = bench_kafka(
+                    bootstrap, message_size=size, messages=args.messages,
+                    partitions=args.partitions, acks=args.acks, cpu=cpu,
+                    client_config=client, transport=transport,
+                )  # fmt: skip
+                print(result.format(), flush=True)
     return 0
 
 
@@ -380,6 +429,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(args)
     if args.command == "bench":
         return _bench(args)
+    if args.command == "users":
+        return run_users(args)
     if getattr(args, "client", None):
         return run_client(args)
     return 2

@@ -22,11 +22,37 @@ class ConfigError(ValueError):
     pass
 
 
+TLS_CLIENT_AUTH = ("none", "optional", "required")
+TLS_PRINCIPALS = ("cn", "san")
+
+
+@dataclass(slots=True)
+class TlsConfig:
+    """TLS on a listener or the admin port (gateway/tls.py). Minimum TLS 1.2."""
+
+    enabled: bool = False
+    cert_file: str = ""  # PEM: the server's certificate chain
+    key_file: str = ""  # PEM: its private key
+    ca_file: str = ""  # PEM: the CAs client certificates must chain to (client_auth)
+    client_auth: str = "none"  # none | optional | required
+    # Who a client certificate names (the user on the connection): its subject CN, or its first
+    # subjectAltName of type DNS or email.
+    principal: str = "cn"
+    # -1 = TLS only, on the listener's own port; else plaintext stays on ``port`` and TLS is
+    # served on this one too (0 = any free port), as a Kafka broker's listener map allows.
+    port: int = -1
+    # What discovery answers carry to clients of the TLS port when it runs beside the plaintext
+    # one; 0 = the port the client connected to.
+    advertised_port: int = 0
+    handshake_timeout_s: float = 10.0
+
+
 @dataclass(slots=True)
 class ListenerConfig:
     enabled: bool = True
     host: str = ""  # "" = the top-level host
     port: int = 0
+    tls: TlsConfig = field(default_factory=TlsConfig)
 
 
 @dataclass(slots=True)
@@ -36,7 +62,9 @@ class KafkaListenerConfig(ListenerConfig):
     # What Metadata/FindCoordinator answer; "" / 0 = the address the client connected to.
     advertised_host: str = ""
     advertised_port: int = 0
-    sasl: bool = False  # require SASL PLAIN (users in auth.users) before any other request
+    # require SASL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; the user store's users) before any other
+    # request
+    sasl: bool = False
     auto_create_topics: bool = True  # Kafka's auto.create.topics.enable
     default_partitions: int = 1  # Kafka's num.partitions
 
@@ -61,6 +89,7 @@ class RabbitStreamListenerConfig(ListenerConfig):
     # it may only log in from loopback unless default_user_loopback_only is false.
     default_user: str = "guest"
     default_password: str = "guest"
+    default_password_file: str = ""  # read default_password from this file instead
     default_user_loopback_only: bool = True
 
 
@@ -80,15 +109,27 @@ class GroupsConfig:
     max_session_timeout_ms: int = 1_800_000
 
 
+ANONYMOUS_ACCESS = ("auto", "none", "read", "write", "manage")
+
+
 @dataclass(slots=True)
 class AuthConfig:
-    users: str = ""  # "name:password,name2:password2" (SASL PLAIN on Kafka listeners)
+    users: str = ""  # "name:password,name2:password2": users made or reset on start
     # The gateway's root user (Iggy's default root; any listener that authenticates accepts it).
     root_username: str = "iggy"
     root_password: str = "iggy"
+    # Passwords kept out of argv: root_password read from this file (its text, less one trailing
+    # newline), and more users from a file of "name:password" lines ("#" comments); the
+    # environment works too (STREAMGATE_AUTH_ROOT_PASSWORD, STREAMGATE_AUTH_USERS).
+    root_password_file: str = ""
+    users_password_file: str = ""
     # Where users, permissions and tokens are kept: "" = users.json in the embedded backend's
     # data directory (in memory for other backends), "none" = in memory, else a file path.
     users_file: str = ""
+    # What a connection that did not authenticate (Rog always; Kafka without SASL) may do, as
+    # the user "anonymous": none | read | write | manage (every stream), or "auto": everything
+    # while no listener requires authentication, nothing once one does (gateway/authorization.py).
+    anonymous: str = "auto"
 
     def user_map(self) -> dict[str, str]:
         out: dict[str, str] = {}
@@ -97,7 +138,42 @@ class AuthConfig:
             if not sep or not name:
                 raise ConfigError(f"auth.users: expected name:password, got {item!r}")
             out[name] = password
+        if self.users_password_file:
+            text = read_secret_file(self.users_password_file, "auth.users_password_file")
+            for number, line in enumerate(text.splitlines(), 1):
+                if not line.strip() or line.lstrip().startswith("#"):
+                    continue
+                # the password is the rest of the line: it may hold "," and ":"
+                name, sep, password = line.partition(":")
+                if not sep or not name.strip():
+                    raise ConfigError(  # the line itself may hold a password: not shown
+                        f"auth.users_password_file: line {number} is not name:password"
+                    )
+                out[name.strip()] = password
         return out
+
+
+def read_secret_file(path: str, key: str) -> str:
+    """A password kept in a file (a Kubernetes secret, a Docker secret): its text without the
+    trailing newline."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{key}: cannot read {path}: {exc}") from None
+    return text.removesuffix("\n").removesuffix("\r")
+
+
+def _read_password_files(config: Config) -> None:
+    """``*_password_file`` settings win over the password given inline."""
+    auth = config.auth
+    if auth.root_password_file:
+        auth.root_password = read_secret_file(auth.root_password_file, "auth.root_password_file")
+    rabbit = config.listeners.rabbitmq_stream
+    if rabbit.default_password_file:
+        rabbit.default_password = read_secret_file(
+            rabbit.default_password_file, "listeners.rabbitmq_stream.default_password_file"
+        )
+    auth.user_map()  # a malformed users file stops the start here
 
 
 @dataclass(slots=True)
@@ -116,6 +192,7 @@ class AdminConfig:
     enabled: bool = True
     host: str = ""
     port: int = 9464
+    tls: TlsConfig = field(default_factory=TlsConfig)  # advertised_port unused here
 
 
 @dataclass(slots=True)
@@ -256,6 +333,11 @@ def apply(config: Config, values: Mapping[str, Any], source: str) -> None:
         setattr(owner, attr, _coerce(f"{source}: {key}", typ, raw))
 
 
+# Environment variables of the commands, not settings: the config file's path, and the login
+# password of ``streamgate users --url`` (gateway/client/users.py).
+_NOT_SETTINGS = frozenset({"STREAMGATE_CONFIG", "STREAMGATE_LOGIN_PASSWORD"})
+
+
 def env_name(key: str) -> str:
     return "STREAMGATE_" + key.replace(".", "_").upper()
 
@@ -283,18 +365,48 @@ def load(
         )
         stray = sorted(
             n for n in environ if n.startswith("STREAMGATE_") and n not in known
-            and n != "STREAMGATE_CONFIG"
+            and n not in _NOT_SETTINGS
         )  # fmt: skip
         if stray:
             raise ConfigError(f"environment: unknown setting(s) {', '.join(stray)}")
     if overrides:
         apply(config, overrides, "command line")
+    _read_password_files(config)
     _check(config)
     return config
 
 
+def _check_tls(name: str, tls: TlsConfig, workers: int) -> None:
+    if tls.client_auth not in TLS_CLIENT_AUTH:
+        raise ConfigError(
+            f"{name}.client_auth: none, optional or required, not {tls.client_auth!r}"
+        )
+    if tls.principal not in TLS_PRINCIPALS:
+        raise ConfigError(f"{name}.principal: cn or san, not {tls.principal!r}")
+    if not tls.enabled:
+        return
+    if not tls.cert_file or not tls.key_file:
+        raise ConfigError(f"{name}.enabled needs {name}.cert_file and {name}.key_file")
+    if tls.client_auth != "none" and not tls.ca_file:
+        raise ConfigError(f"{name}.client_auth={tls.client_auth} needs {name}.ca_file")
+    if not tls.handshake_timeout_s > 0:
+        raise ConfigError(f"{name}.handshake_timeout_s: must be more than 0")
+    if workers > 1 and tls.port == 0:
+        # Each worker would bind a port of its own: the TLS port must be the same for all.
+        raise ConfigError(f"{name}.port: --workers needs a fixed TLS port, not 0")
+
+
 def _check(config: Config) -> None:
     """Values no type check catches, refused in one line before anything starts."""
+    for name in ("rog", "kafka", "iggy", "rabbitmq_stream"):
+        _check_tls(f"listeners.{name}.tls", getattr(config.listeners, name).tls, config.workers)
+    _check_tls("admin.tls", config.admin.tls, config.workers)
+    if config.auth.anonymous not in ANONYMOUS_ACCESS:
+        raise ConfigError(
+            f"auth.anonymous: one of {', '.join(ANONYMOUS_ACCESS)}, not {config.auth.anonymous!r}"
+        )
+    if config.workers > 1 and config.admin.tls.enabled:
+        raise ConfigError("admin.tls: not served by the --workers supervisor yet")
     a = config.access_log
     if a.max_bytes < 0:
         raise ConfigError(

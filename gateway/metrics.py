@@ -118,6 +118,12 @@ class Metrics:
             ["protocol", "reason"],
             registry=r,
         )
+        self.authorization_denied = Counter(
+            "streamgate_authorization_denied",
+            "Commands refused because the user lacks the permission (gateway/authorization.py).",
+            ["protocol", "command"],
+            registry=r,
+        )
         self.inflight_requests = Gauge(
             "streamgate_inflight_requests", "Wire requests being processed.", ["protocol"],
             registry=r, multiprocess_mode="livesum",
@@ -257,6 +263,8 @@ class Metrics:
             self.long_poll_wait.labels(p, b)
             for reason in CONNECTION_ERROR_REASONS:
                 self.connection_errors.labels(p, reason)
+            for cmd in COMMAND_NAMES:
+                self.authorization_denied.labels(p, cmd)
         for cmd in COMMAND_NAMES:
             for outcome in OUTCOMES:
                 self.backend_request_duration.labels(b, cmd, outcome)
@@ -358,6 +366,7 @@ CONNECTION_ERROR_REASONS = (
     "too_many_connections",
     "reset",
     "internal",
+    "tls",  # a failed TLS handshake, or a TLS client on a plaintext port
 )
 
 __all__ = [

@@ -15,6 +15,7 @@ import structlog
 import trio
 
 from gateway.access_log import AccessLog, Client, Line, batch_bytes
+from gateway.authorization import Authorizer
 from gateway.backends import Backend, NativeGroups, NativeProducerIds, NativePublisherDedup
 from gateway.coordination import Groups, ProducerIds, SharedGroups, UserStore
 from gateway.metrics import Metrics
@@ -35,6 +36,7 @@ from gateway.model import (
     DescribeGroup,
     DescribeTopic,
     FetchOffset,
+    Forbidden,
     GatewayError,
     Heartbeat,
     InitProducer,
@@ -58,6 +60,8 @@ from gateway.model import (
     UpdateTopic,
 )
 
+# Commands after which the authorizer's name -> id resolution is stale.
+_RENAMING = (CreateStream, DeleteStream, UpdateStream, CreateTopic, DeleteTopic, UpdateTopic)
 R = TypeVar("R")
 C = TypeVar("C", bound=Command[Any])
 log = structlog.get_logger("streamgate.router")
@@ -88,6 +92,11 @@ class RequestContext:
     waited_s: float = 0.0
     access_lines: list[Line] | None = None
     errors: int = 0  # commands of this request that failed (each counted in the metrics)
+    # Whose request it is, for authorization: the authenticated user's name, or None for a
+    # connection that did not authenticate (it acts as the ``anonymous`` user). ``system``:
+    # a command the gateway runs for its own bookkeeping (shared groups), not for a client.
+    user: str | None = None
+    system: bool = False
 
 
 class Router:
@@ -101,8 +110,11 @@ class Router:
         producer_ids: ProducerIds | None = None,
         access_log: AccessLog | None = None,
         on_commit: Callable[[str, Topic], None] | None = None,
+        authorizer: Authorizer | None = None,
     ) -> None:
         self.backend = backend
+        # None: every command runs (a router built without users, e.g. the client commands)
+        self.authorizer = authorizer
         self.metrics = metrics
         self.access_log = access_log
         # Told of every committed (group, topic): the lag sampler learns which groups to follow.
@@ -199,8 +211,33 @@ class Router:
         result: R = await handler(cmd)
         return result
 
+    async def permits(self, cmd: Command[Any], ctx: RequestContext) -> bool:
+        """Whether ``ctx``'s user may run ``cmd`` (what a listener filters a listing by)."""
+        if self.authorizer is None or ctx.system:
+            return True
+        return await self.authorizer.permits(cmd, ctx.user)
+
+    async def _authorize(self, cmd: Command[Any], ctx: RequestContext) -> None:
+        assert self.authorizer is not None
+        t0 = time.perf_counter()
+        try:
+            await self.authorizer.check(cmd, ctx.user)
+        except Forbidden as exc:
+            elapsed = time.perf_counter() - t0
+            ctx.command_s += elapsed
+            ctx.errors += 1
+            m = self.metrics
+            m.authorization_denied.labels(ctx.protocol, cmd.name).inc()
+            m.observe_command(ctx.protocol, cmd.name, ctx.wire_command, elapsed, exc.error_type)
+            if self.access_log is not None:
+                self.access_log.command(cmd, ctx, None, elapsed, None, exc.error_type)
+            log.debug("command denied", command=cmd.name, protocol=ctx.protocol, error=exc.message)
+            raise
+
     async def execute(self, cmd: Command[R], ctx: RequestContext) -> R:
         name = cmd.name
+        if self.authorizer is not None and not ctx.system:
+            await self._authorize(cmd, ctx)
         handler = self._handlers.get(type(cmd))
         m = self.metrics
         t0 = time.perf_counter()
@@ -235,6 +272,8 @@ class Router:
             raise GatewayError(f"internal error in {name}: {exc.__class__.__name__}") from exc
         elapsed = time.perf_counter() - t0
         ctx.command_s += elapsed
+        if self.authorizer is not None and isinstance(cmd, _RENAMING):
+            self.authorizer.invalidate()  # names and ids changed: resolve afresh
         waited: float | None = None
         if isinstance(result, ReadResult):
             waited = result.waited_s

@@ -13,7 +13,8 @@ keep in one file of theirs (``user_store_file``: changes under a lock), so a use
 through one worker logs in through all. Each worker writes an access log of its own
 (``access_log.path`` ``access.jsonl`` -> ``access.worker0.jsonl``, ``access.worker1.jsonl``...).
 A worker that dies is started again after a second.
-SIGTERM/SIGINT are passed on; each worker drains as a single gateway does.
+SIGTERM/SIGINT are passed on; each worker drains as a single gateway does. SIGHUP is passed on
+to workers that serve TLS (they re-read their certificates).
 
 Correct only where what a client relies on is shared by every gateway on the backend: on the
 Kafka backend the broker runs the Kafka groups and the RabbitMQ single active consumers, and
@@ -156,7 +157,7 @@ async def run_workers(
     workers = [_Worker(i) for i in range(config.workers)]
     stopping = False
     try:
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
             async with trio.open_nursery() as nursery:
                 for worker in workers:
                     command = _worker_args(config, argv, ports, state_dir, worker.index)
@@ -179,9 +180,9 @@ async def run_workers(
                     host = config.admin.host or config.host
                     status = StatusBoard(
                         registry,
-                        # The scheme names the backend (rabbitmq-stream: rabbitmq_stream); this
-                        # process builds none.
-                        backend=config.backend.url.partition(":")[0].lower().replace("-", "_"),
+                        # The scheme names the backend (rabbitmq-stream+tls: rabbitmq_stream,
+                        # kafkas: kafka); this process builds none.
+                        backend=_backend_name(config.backend.url),
                         backend_url=config.backend.url,
                         listeners=[(n, hosts[n], p) for n, p in ports.items()],
                         scope=f"{len(workers)} workers, their metrics summed",
@@ -200,6 +201,11 @@ async def run_workers(
                     )
                 log.info("streamgate workers ready", workers=len(workers))
                 async for signum in signals:
+                    if signum == signal.SIGHUP:  # re-read TLS certificates: each worker does
+                        for worker in workers if _serves_tls(config) else ():
+                            if worker.process is not None and worker.process.returncode is None:
+                                worker.process.send_signal(signal.SIGHUP)
+                        continue
                     log.info("shutting down workers", signal=signal.Signals(signum).name)
                     stopping = True
                     for worker in workers:
@@ -218,6 +224,11 @@ async def run_workers(
             if worker.process is not None and worker.process.returncode is None:
                 worker.process.kill()  # by pid: a worker this process started
         shutil.rmtree(state_dir, ignore_errors=True)
+
+
+def _serves_tls(config: Config) -> bool:
+    """Whether a worker listens for SIGHUP (without TLS it would die of it, as a gateway does)."""
+    return any(getattr(config.listeners, name).tls.enabled for name in _LISTENERS)
 
 
 def _live_pids(workers: list[_Worker]) -> dict[str, int]:
@@ -317,6 +328,11 @@ def _worker_ready(admin: str) -> tuple[bool, str]:
         return False, exc.read().decode(errors="replace").strip()
     except OSError as exc:
         return False, str(exc)
+
+
+def _backend_name(url: str) -> str:
+    scheme = url.partition(":")[0].lower().removesuffix("+tls").replace("-", "_")
+    return "kafka" if scheme == "kafkas" else scheme
 
 
 __all__ = [

@@ -76,10 +76,19 @@ from gateway.model import (
     UpdateTopicResult,
     WireFormat,
 )
+from gateway.redact import mask_url
 
 
 class BackendUrlError(ValueError):
     """A backend URL that cannot be used; the message is fit to show the user."""
+
+
+def shown_url(url: str) -> str:
+    """``url`` fit for an error message: credentials masked (``redact.mask_url``) and the
+    query left out, since an option's value may be a secret whatever its name."""
+    prefix, sep, rest = mask_url(url).shown.partition("://")
+    cut = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+    return prefix + sep + rest[:cut]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -17,7 +17,9 @@ BackendFactory = Callable[[str, BackendSettings], Backend]
 BACKENDS: Final[Mapping[str, BackendFactory]] = {
     "embedded": EmbeddedBackend.from_url,
     "rabbitmq-stream": RabbitStreamBackend.from_url,
+    "rabbitmq-stream+tls": RabbitStreamBackend.from_url,  # RabbitMQ's scheme for TLS
     "kafka": KafkaBackend.from_url,
+    "kafkas": KafkaBackend.from_url,  # TLS, as ?tls=1 on kafka://
     "iggy": IggyBackend.from_url,
 }
 SCHEMES: Final = tuple(BACKENDS)

@@ -3,7 +3,9 @@ latency. Not a test: it prints figures.
 
 Without ``--bootstrap`` it starts ``streamgate run`` as a child process on the embedded backend
 in a temporary directory (the gateway and the client then share the machine, as a sidecar
-does), and stops it by pid at the end.
+does), and stops it by pid at the end. With ``--tls`` that gateway's Kafka listener serves TLS
+beside plaintext (certificates made on the spot by trustme, the test extra), and every figure
+is measured over both, plaintext first, so that the two can be compared from one run.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +28,7 @@ _START_TIMEOUT_S = 30.0
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KafkaBenchResult:
+    transport: str = "plaintext"  # or "tls"
     message_size: int
     messages: int  # produced at full speed
     consumed: int  # those plus the ones sent one at a time
@@ -43,7 +46,7 @@ class KafkaBenchResult:
     def format(self) -> str:
         mb = self.messages * self.message_size / 1e6
         return (
-            f"kafka {self.message_size:>6} B x {self.messages}: "
+            f"kafka {self.transport:<9} {self.message_size:>6} B x {self.messages}: "
             f"produce {self.messages / self.produce_seconds:,.0f} msg/s "
             f"({mb / self.produce_seconds:,.1f} MB/s), latency under load p50 "
             f"{self.latency_p50_ms:.1f} ms p99 {self.latency_p99_ms:.1f} ms, one at a time p50 "
@@ -92,6 +95,7 @@ class GatewayChild:
 
     address: str
     pid: int
+    tls_address: str | None = None  # where the same listener serves TLS, when it does
 
     def cpu_seconds(self) -> float:
         return tree_cpu_seconds(self.pid)
@@ -105,35 +109,39 @@ def gateway_process(
     *,
     backend: str | None = None,
     workers: int = 1,
+    extra: Sequence[str] = (),
 ) -> Iterator[GatewayChild]:
     """A ``streamgate run`` child on ephemeral ports, on the embedded backend in ``data_dir``
     or on the ``backend`` URL (e.g. a real broker), with ``workers`` processes; yields it (the
     address of its ``protocol`` listener, ``host:port``) once ``/readyz`` says the backend
-    answers."""
+    answers. ``extra`` arguments go to ``run`` as they are (``--set key=value``)."""
     cmd = [
         sys.executable, "-m", "gateway.cli", "run", "--backend", backend or f"embedded:{data_dir}",
         "--fsync", fsync, "--kafka-port", "0", "--rog-port", "0", "--iggy-port", "0",
         "--rabbitmq-stream-port", "0", "--admin-port", "0", "--log-level", "warning",
-        "--log-format", "json", "--workers", str(workers),
+        "--log-format", "json", "--workers", str(workers), *extra,
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         deadline = time.monotonic() + _START_TIMEOUT_S
         address = admin = ""
+        tls_address = None
         while not admin and time.monotonic() < deadline:  # the admin line comes last
             line = proc.stdout.readline()
             if not line:
                 raise RuntimeError(f"streamgate exited with {proc.wait()}")
             words = line.split()
-            if words[:3] == [protocol, "listening", "on"]:
+            if words[:3] == [protocol, "listening", "on"] and words[4:5] == ["(tls)"]:
+                tls_address = words[3]
+            elif words[:3] == [protocol, "listening", "on"]:
                 address = words[3]
             elif words[:3] == ["admin", "listening", "on"]:
                 admin = words[3]
         if not address:
             raise RuntimeError(f"streamgate did not report its {protocol} listener in time")
         _wait_ready(admin, deadline)
-        yield GatewayChild(address, proc.pid)
+        yield GatewayChild(address or (tls_address or ""), proc.pid, tls_address)
     finally:
         proc.send_signal(signal.SIGTERM)  # by pid: the child this function started
         try:
@@ -159,6 +167,43 @@ def _wait_ready(admin: str, deadline: float) -> None:
     raise RuntimeError(f"streamgate did not get ready in time ({why})")
 
 
+@dataclass(frozen=True, slots=True)
+class BenchTls:
+    """Certificates made for one benchmark run: the CA the client trusts, the server's pair."""
+
+    ca_file: str
+    cert_file: str
+    key_file: str
+
+    def run_args(self) -> list[str]:
+        """``streamgate run`` arguments: the Kafka listener's TLS beside its plaintext port."""
+        sets = {
+            "listeners.kafka.tls.enabled": "true",
+            "listeners.kafka.tls.port": "0",
+            "listeners.kafka.tls.cert_file": self.cert_file,
+            "listeners.kafka.tls.key_file": self.key_file,
+        }
+        return [arg for key, value in sets.items() for arg in ("--set", f"{key}={value}")]
+
+    def client_config(self) -> dict[str, str]:
+        return {"security.protocol": "SSL", "ssl.ca.location": self.ca_file}
+
+
+def make_bench_tls(directory: str) -> BenchTls:
+    """A private CA and a server certificate for 127.0.0.1 and localhost, as PEM files."""
+    import trustme  # the test extra, like the clients the benchmarks drive
+
+    ca = trustme.CA()
+    server = ca.issue_cert("127.0.0.1", "localhost")
+    paths = BenchTls(*(os.path.join(directory, n) for n in ("ca.pem", "server.pem", "server.key")))
+    ca.cert_pem.write_to_path(paths.ca_file)
+    server.cert_chain_pems[0].write_to_path(paths.cert_file)
+    for pem in server.cert_chain_pems[1:]:
+        pem.write_to_path(paths.cert_file, append=True)
+    server.private_key_pem.write_to_path(paths.key_file)
+    return paths
+
+
 def _percentile(sorted_values: list[float], q: float) -> float:
     if not sorted_values:
         return float("nan")
@@ -168,19 +213,25 @@ def _percentile(sorted_values: list[float], q: float) -> float:
 def bench_kafka(
     bootstrap: str, *, message_size: int, messages: int, partitions: int = 1, acks: str = "all",
     singles: int = 2000, cpu: Callable[[], float] | None = None,
+    client_config: Mapping[str, str] | None = None, transport: str = "plaintext",
 ) -> KafkaBenchResult:  # fmt: skip
     """Produce ``messages`` at full speed, then ``singles`` (at most ``messages``) one at a
-    time, each acknowledged before the next; consume them all from offset 0."""
+    time, each acknowledged before the next; consume them all from offset 0. Every client gets
+    ``client_config`` too (``security.protocol`` and what goes with it)."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     topic = f"bench-{message_size}-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    common: dict[str, str | int | float | bool] = {
+        "bootstrap.servers": bootstrap,
+        **(client_config or {}),
+    }
+    admin = AdminClient(common)
     admin.create_topics([NewTopic(topic, num_partitions=partitions)])[topic].result(30)
 
     producer = Producer(
         {
-            "bootstrap.servers": bootstrap,
+            **common,
             "acks": acks,
             "linger.ms": 5,
             "batch.size": 1_000_000,
@@ -216,7 +267,7 @@ def bench_kafka(
         raise RuntimeError(f"{left} messages undelivered, {len(failures)} failed: {failures[:3]}")
 
     # Round-trip latency without queueing: each message is delivered before the next one.
-    single = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0})
+    single = Producer({**common, "acks": acks, "linger.ms": 0})
     one: list[float] = []
     for _ in range(min(singles, messages)):
         t1 = time.perf_counter()
@@ -232,10 +283,11 @@ def bench_kafka(
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(1) as pool:
         cpu0 = cpu() if cpu is not None else 0.0
-        consume_s = pool.apply(_consume, (bootstrap, topic, partitions, total))
+        consume_s = pool.apply(_consume, (common, topic, partitions, total))
         consume_cpu = cpu() - cpu0 if cpu is not None else None
     latencies.sort()
     return KafkaBenchResult(
+        transport=transport,
         message_size=message_size,
         messages=messages,
         consumed=total,
@@ -250,7 +302,9 @@ def bench_kafka(
     )
 
 
-def _consume(bootstrap: str, topic: str, partitions: int, total: int) -> float:
+def _consume(
+    common: dict[str, str | int | float | bool], topic: str, partitions: int, total: int
+) -> float:
     """Read ``total`` messages from offset 0; the seconds it took."""
     from operator import methodcaller
 
@@ -258,7 +312,7 @@ def _consume(bootstrap: str, topic: str, partitions: int, total: int) -> float:
 
     consumer = Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            **common,
             "group.id": f"bench-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,
             "fetch.max.bytes": 50 << 20,
@@ -287,4 +341,7 @@ def _consume(bootstrap: str, topic: str, partitions: int, total: int) -> float:
     return elapsed
 
 
-__all__ = ["GatewayChild", "KafkaBenchResult", "bench_kafka", "gateway_process", "tree_cpu_seconds"]
+__all__ = [
+    "BenchTls", "GatewayChild", "KafkaBenchResult", "bench_kafka", "gateway_process",
+    "make_bench_tls", "tree_cpu_seconds",
+]  # fmt: skip

@@ -9,11 +9,10 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Final
-from urllib.parse import urlsplit, urlunsplit
 
 import trio
 
-from gateway.backends.base import Backend
+from gateway.backends.base import Backend, shown_url
 from gateway.backends.embedded import StoreInUse
 from gateway.backends.url import BackendUrlError, create_backend
 from gateway.model import DEFAULT_STREAM, BackendUnavailable, GatewayError
@@ -64,14 +63,9 @@ async def connected(url: str, timeout_s: float) -> AsyncIterator[Backend]:
 
 def redacted(url: str) -> str:
     """``url`` fit for a message: its password, or a token in the user's place (Iggy's
-    ``iggy://<token>@host``), replaced by ``***``."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    userinfo, _, host = parts.netloc.rpartition("@")
-    user, sep, _ = userinfo.partition(":")
-    shown = f"{user}:***" if sep else "***"
-    return urlunsplit(parts._replace(netloc=f"{shown}@{host}"))
+    ``iggy://<token>@host``), replaced by ``***``, and its query left out (an option's value may
+    be a secret whatever its name)."""
+    return shown_url(url)
 
 
 async def _until_answering(backend: Backend, reasons: list[str]) -> None:

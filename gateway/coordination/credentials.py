@@ -5,6 +5,10 @@ Passwords: scrypt (RFC 7914) with a random 16-byte salt, stored as
 stored hashes. One hash costs about 30 ms and 16 MiB, so callers on the trio thread run it in a
 worker thread.
 
+SCRAM (RFC 5802 §3): for each Kafka SCRAM mechanism a random salt, 4096 iterations (Kafka's
+default) and the StoredKey and ServerKey derived from the password, made whenever a password is
+set; like the scrypt hash they let the gateway check a login but not recover the password.
+
 Tokens: 32 random bytes, URL-safe base64, shown to the client once. Being uniformly random they
 need no salt or slow KDF: the store keeps their SHA-256 and finds a token by that digest.
 """
@@ -15,10 +19,25 @@ import base64
 import hashlib
 import hmac
 import secrets
+from dataclasses import dataclass
+
+from gateway.model.users import ScramCredential
+from protocols._wire.scram import HASHES, derive_keys
 
 _N, _R, _P, _DKLEN = 1 << 14, 8, 1, 32
 _SALT_BYTES = 16
 TOKEN_BYTES = 32
+SCRAM_MECHANISMS = tuple(HASHES)  # SCRAM-SHA-256, SCRAM-SHA-512
+SCRAM_ITERATIONS = 4096
+_SCRAM_SALT_BYTES = 24
+
+
+@dataclass(frozen=True, slots=True)
+class PasswordSecrets:
+    """What the store keeps of one password."""
+
+    password_hash: str
+    scram: dict[str, ScramCredential]
 
 
 def _b64(data: bytes) -> str:
@@ -51,6 +70,29 @@ def verify_password(password: str, stored: str | None) -> bool:
     return hmac.compare_digest(got, expected)
 
 
+def scram_credentials(password: str) -> dict[str, ScramCredential]:
+    out = {}
+    for mechanism in SCRAM_MECHANISMS:
+        keys = derive_keys(
+            mechanism,
+            password,
+            salt=secrets.token_bytes(_SCRAM_SALT_BYTES),
+            iterations=SCRAM_ITERATIONS,
+        )
+        out[mechanism] = ScramCredential(
+            salt=keys.salt,
+            iterations=keys.iterations,
+            stored_key=keys.stored_key,
+            server_key=keys.server_key,
+        )
+    return out
+
+
+def password_secrets(password: str) -> PasswordSecrets:
+    """Everything kept of a password being set; about 40 ms: run it in a worker thread."""
+    return PasswordSecrets(hash_password(password), scram_credentials(password))
+
+
 def new_token() -> str:
     return secrets.token_urlsafe(TOKEN_BYTES)
 
@@ -59,4 +101,15 @@ def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-__all__ = ["TOKEN_BYTES", "hash_password", "new_token", "token_digest", "verify_password"]
+__all__ = [
+    "SCRAM_ITERATIONS",
+    "SCRAM_MECHANISMS",
+    "TOKEN_BYTES",
+    "PasswordSecrets",
+    "hash_password",
+    "new_token",
+    "password_secrets",
+    "scram_credentials",
+    "token_digest",
+    "verify_password",
+]

@@ -2,7 +2,9 @@
 
 Write a temporary file next to the target, fsync it, ``os.replace`` it over the target and fsync
 the directory, so a crash leaves either the old document or the new one, never a torn mix. The
-file holds password hashes and token digests only; it is still created owner-only (0600).
+file holds password hashes, SCRAM keys (salt, iterations, StoredKey, ServerKey per mechanism:
+RFC 5802 §3; optional, a file from before SCRAM has none) and token digests only; it is still
+created owner-only (0600).
 
 Gateways sharing the file change it one at a time under ``locked`` (an exclusive flock on
 ``.<name>.lock`` beside it; local file systems and volumes, not NFS) and notice another's change
@@ -11,6 +13,7 @@ by its ``stamp`` (inode, size and mtime: the atomic replace always gives a new i
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import fcntl
 import json
@@ -20,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.model.permissions import permissions_from_json, permissions_to_json
-from gateway.model.users import Account, TokenInfo, User, UserStatus
+from gateway.model.users import Account, ScramCredential, TokenInfo, User, UserStatus
 
 FORMAT_VERSION = 1
 
@@ -71,7 +74,20 @@ def _account_to_json(account: Account) -> dict[str, Any]:
             {"name": info.name, "expiry_at_us": info.expiry_at_us, "sha256": digest}
             for info, digest in sorted(account.tokens.values(), key=lambda e: e[0].name)
         ],
+        "scram": {
+            mechanism: {
+                "salt": _b64(c.salt),
+                "iterations": c.iterations,
+                "stored_key": _b64(c.stored_key),
+                "server_key": _b64(c.server_key),
+            }
+            for mechanism, c in sorted(account.scram.items())
+        },
     }
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
 
 
 def _account_from_json(u: Mapping[str, Any]) -> Account:
@@ -86,7 +102,16 @@ def _account_from_json(u: Mapping[str, Any]) -> Account:
         t["name"]: (TokenInfo(name=t["name"], expiry_at_us=t["expiry_at_us"]), t["sha256"])
         for t in u["tokens"]
     }
-    return Account(user, u["password"], tokens)
+    scram = {
+        mechanism: ScramCredential(
+            salt=base64.b64decode(c["salt"]),
+            iterations=int(c["iterations"]),
+            stored_key=base64.b64decode(c["stored_key"]),
+            server_key=base64.b64decode(c["server_key"]),
+        )
+        for mechanism, c in u.get("scram", {}).items()  # absent in files from before SCRAM
+    }
+    return Account(user, u["password"], tokens, scram)
 
 
 def load(path: Path) -> dict[str, Any] | None:

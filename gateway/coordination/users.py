@@ -2,8 +2,14 @@
 
 Iggy keeps users, permissions and personal access tokens (PATs) on the server, so the gateway
 keeps them too and answers Iggy's user commands from here (iggy.md §3.5, §5.2). The Kafka SASL
-listener authenticates against the same store. The root user (id 0, ``iggy``/``iggy`` unless
-configured) has every permission and can be neither deleted nor re-permissioned, as in Iggy.
+listener authenticates against the same store: SASL/PLAIN with the password, SCRAM-SHA-256 and
+SCRAM-SHA-512 with the SCRAM keys derived whenever a password is set (create, change, the
+configured users and root). A store written before SCRAM has no such keys: its users log in with
+PLAIN (and through Iggy) until their password is next set; configured users get them on the next
+start, the root when the configured root password still matches.
+
+The root user (id 0, ``iggy``/``iggy`` unless configured) has every permission and can be
+neither deleted nor re-permissioned, as in Iggy.
 
 Users from the configuration (``[auth] users``) are created on start with the data permissions
 (streams, topics, messages, server stats) but no user or server management. The configuration
@@ -12,11 +18,12 @@ stays authoritative for their passwords: one changed through Iggy is reset on th
 Root credentials, like Iggy's ``IGGY_ROOT_PASSWORD``, only apply when the root is first created.
 
 With a ``path``, every change is written to that JSON file before the method returns, and the file
-is loaded on start (``user_store_file``). Only password hashes and token digests are stored. The
-file may be shared by several gateways (sidecars, replicas, ``--workers`` on one volume): a
-change takes an exclusive lock on the file's lock file, reads what the others wrote, applies
-itself and writes, so none is lost and user ids stay unique; every read first takes in a newer
-file (a stat: inode, size, mtime), so a user created through one gateway logs in through all.
+is loaded on start (``user_store_file``). Only password hashes, SCRAM keys and token digests are
+stored. The file may be shared by several gateways (sidecars, replicas, ``--workers`` on one
+volume): a change takes an exclusive lock on the file's lock file, reads what the others wrote,
+applies itself and writes, so none is lost and user ids stay unique; every read first takes in a
+newer file (a stat: inode, size, mtime), so a user created through one gateway logs in through
+all.
 
 Methods that hash a password (``login``, ``create_user``, ``change_password``, ``authenticate``)
 are async and run scrypt in a worker thread; the rest are synchronous. Every change happens
@@ -25,6 +32,9 @@ between two checkpoints, so concurrent trio tasks need no lock.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import secrets
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -48,12 +58,23 @@ from gateway.model import (
     UserInactive,
 )
 from gateway.model.permissions import GlobalPermissions, Permissions
-from gateway.model.users import Account, TokenInfo, User, UserStatus, allowed
+from gateway.model.users import Account, ScramCredential, TokenInfo, User, UserStatus, allowed
+from protocols._wire.scram import HASHES, verify_transcript
 
 from . import user_store_file
-from .credentials import hash_password, new_token, token_digest, verify_password
+from .credentials import (
+    SCRAM_ITERATIONS,
+    SCRAM_MECHANISMS,
+    PasswordSecrets,
+    new_token,
+    password_secrets,
+    scram_credentials,
+    token_digest,
+    verify_password,
+)
 
-MECHANISMS = ("PLAIN",)  # advertised by the Kafka listener; authenticate() also takes "TOKEN"
+# Advertised by the Kafka listener; authenticate() also takes "TOKEN" (an Iggy PAT).
+MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
 ROOT_ID = 0
 # Iggy's validation limits (iggy_common): usernames 3..50, passwords 3..100, token names 3..30.
 USERNAME_LENGTH = range(3, 51)
@@ -90,22 +111,40 @@ class UserStore:
         self._next_id = ROOT_ID + 1
         self._tokens: dict[str, tuple[int, str]] = {}  # digest -> (user id, token name)
         self._seen: user_store_file.Stamp | None = None  # the file as last read or written
+        # Fake SCRAM salts for names with no SCRAM keys (RFC 5802 §5.1 "SHOULD NOT reveal"): the
+        # same name gets the same salt from this gateway, so a probe learns nothing.
+        self._fake_salt_key = secrets.token_bytes(32)
         with self._changing():
-            if ROOT_ID not in self._accounts:
-                self._add(ROOT_ID, root_username, hash_password(root_password), Permissions.all())
+            root = self._accounts.get(ROOT_ID)
+            if root is None:
+                root_secrets = password_secrets(root_password)
+                self._add(ROOT_ID, root_username, root_secrets, Permissions.all())
+            elif not root.scram and verify_password(root_password, root.password_hash):
+                root.scram = scram_credentials(root_password)  # a store from before SCRAM
             for name, password in sorted((users or {}).items()):
                 account = self._find(name)
                 if account is None:
-                    self._add(self._next_id, name, hash_password(password), CONFIG_USER_PERMISSIONS)
+                    self._add(
+                        self._next_id, name, password_secrets(password), CONFIG_USER_PERMISSIONS
+                    )
                 elif not verify_password(password, account.password_hash):
-                    account.password_hash = hash_password(password)
+                    self._set_password(account, password_secrets(password))
+                elif not account.scram:
+                    account.scram = scram_credentials(password)
 
     # -- authentication -------------------------------------------------------------------------
 
     async def authenticate(self, cmd: Authenticate) -> AuthenticateResult:
-        """The router's ``authenticate`` command: SASL PLAIN (Kafka) or a token (Iggy PAT)."""
+        """The router's ``authenticate`` command: SASL PLAIN (Kafka, RabbitMQ Stream, Iggy), a
+        token (Iggy PAT), or the end of a SCRAM exchange (Kafka): ``secret`` is then the
+        exchange's transcript (AuthMessage and the client's proof) the listener checked for shape
+        and nonce, and its proof is verified here against the user's StoredKey."""
         if cmd.mechanism != "TOKEN" and cmd.mechanism not in MECHANISMS:
             raise Unsupported(f"SASL mechanism {cmd.mechanism} is not supported")
+        if cmd.mechanism in SCRAM_MECHANISMS:
+            await trio.lowlevel.checkpoint()
+            user = self._scram_login(cmd.mechanism, cmd.username, cmd.secret)
+            return AuthenticateResult(user_id=user.id, username=user.username)
         try:
             secret = cmd.secret.decode()
         except UnicodeDecodeError:
@@ -124,6 +163,35 @@ class UserStore:
         ok = await trio.to_thread.run_sync(verify_password, password, stored)
         account = self._find(username)  # it may have changed while we hashed
         if not ok or account is None or account.password_hash != stored:
+            raise InvalidCredentials(f"authentication failed for user {username!r}")
+        return self._active(account.user)
+
+    def scram_credential(self, mechanism: str, username: str) -> ScramCredential:
+        """The salt and keys a SCRAM exchange for ``username`` runs with. A name with none (no
+        such user, or one whose password was set before SCRAM) gets a stable fake salt and keys
+        that match no proof, so the exchange fails only at its end, as for a wrong password."""
+        self._refresh()
+        account = self._find(username)
+        credential = account.scram.get(mechanism) if account is not None else None
+        if credential is not None:
+            return credential
+        salt = hmac.new(self._fake_salt_key, f"{mechanism}\0{username}".encode(), "sha256")
+        size = hashlib.new(HASHES[mechanism]).digest_size
+        return ScramCredential(
+            salt=salt.digest()[:24],
+            iterations=SCRAM_ITERATIONS,
+            stored_key=secrets.token_bytes(size),
+            server_key=secrets.token_bytes(size),
+        )
+
+    def _scram_login(self, mechanism: str, username: str, transcript: bytes) -> User:
+        self._refresh()
+        account = self._find(username)
+        credential = account.scram.get(mechanism) if account is not None else None
+        if account is None or credential is None:
+            why = "no such user" if account is None else "no SCRAM keys (PLAIN until next set)"
+            raise InvalidCredentials(f"authentication failed for user {username!r}: {why}")
+        if not verify_transcript(mechanism, credential.stored_key, transcript):
             raise InvalidCredentials(f"authentication failed for user {username!r}")
         return self._active(account.user)
 
@@ -166,7 +234,7 @@ class UserStore:
     ) -> User:
         _check_username(username)
         _check_password(password)
-        hashed = await trio.to_thread.run_sync(hash_password, password)
+        hashed = await trio.to_thread.run_sync(password_secrets, password)
         with self._changing():
             if self._find(username) is not None:
                 raise UserExists(f"user {username!r} already exists")
@@ -182,7 +250,7 @@ class UserStore:
             account = self._find(username)
             if account is None:
                 account = self._add(
-                    self._next_id, username, hash_password(password), CONFIG_USER_PERMISSIONS
+                    self._next_id, username, password_secrets(password), CONFIG_USER_PERMISSIONS
                 )
         return account.user
 
@@ -218,13 +286,22 @@ class UserStore:
         self._refresh()
         stored = self._account(user).password_hash
         ok, hashed = await trio.to_thread.run_sync(
-            lambda: (verify_password(current, stored), hash_password(new))
+            lambda: (verify_password(current, stored), password_secrets(new))
         )
         with self._changing():
             account = self._account(user)
             if not ok or account.password_hash != stored:
                 raise InvalidCredentials("the current password is wrong")
-            account.password_hash = hashed
+            self._set_password(account, hashed)
+
+    async def set_password(self, user: int | str, new: str) -> None:
+        """An administrator's reset (``streamgate users passwd`` on the store's file): no current
+        password asked, unlike Iggy's ChangePassword."""
+        _check_password(new)
+        self._account(user)
+        hashed = await trio.to_thread.run_sync(password_secrets, new)
+        with self._changing():
+            self._set_password(self._account(user), hashed)
 
     def delete_user(self, user: int | str) -> User:
         with self._changing():
@@ -307,7 +384,7 @@ class UserStore:
         self,
         user_id: int,
         username: str,
-        password_hash: str,
+        password: PasswordSecrets,
         permissions: Permissions,
         status: UserStatus = UserStatus.ACTIVE,
     ) -> Account:
@@ -318,9 +395,16 @@ class UserStore:
             permissions=permissions,
             created_at_us=self._clock(),
         )
-        account = self._accounts[user_id] = Account(user, password_hash)
+        account = self._accounts[user_id] = Account(
+            user, password.password_hash, scram=dict(password.scram)
+        )
         self._next_id = max(self._next_id, user_id + 1)  # ids are never reused
         return account
+
+    @staticmethod
+    def _set_password(account: Account, secrets_: PasswordSecrets) -> None:
+        account.password_hash = secrets_.password_hash
+        account.scram = dict(secrets_.scram)
 
     def _add_token(self, account: Account, info: TokenInfo, digest: str) -> None:
         account.tokens[info.name] = (info, digest)

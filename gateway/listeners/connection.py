@@ -7,6 +7,10 @@ codec checks it), idle timeout. A failing connection is logged and closed alone;
 the listener down. On shutdown the listener stops accepting and every connection finishes the
 request it is working on, then closes (drain). A request is in flight from its first byte the
 gateway has read: one whose frame has begun to arrive is still read to its end and answered.
+
+With TLS (gateway/tls.py) the handshake runs first, bounded in time, and the protocol handler
+sees the decrypted stream; a failed handshake, or a TLS ClientHello on a plaintext port, closes
+the connection and is counted as ``reason="tls"``.
 """
 
 from __future__ import annotations
@@ -14,11 +18,13 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import ssl
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import cast
+from typing import Any, cast
 
 import structlog
 import trio
@@ -27,10 +33,12 @@ from prometheus_client import Gauge, Histogram
 from gateway.access_log import AccessLog, Client
 from gateway.metrics import CONNECTION_ERROR_REASONS, Metrics
 from gateway.router import RequestContext
+from gateway.tls import ServerTls, TlsError, looks_like_client_hello
 from protocols._wire import FrameTooLarge, ProtocolError, Receiver
 
 log = structlog.get_logger("streamgate.session")
 _conn_ids = itertools.count(1)
+_TLS_BATCH_BYTES = 65536  # what one receive hands the codec at most over TLS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -165,6 +173,10 @@ class Connection:
         metrics: Metrics,
         limits: Limits,
         meters: RequestMeters | None = None,
+        local: tuple[str, int] | None = None,
+        tls_principal: str | None = None,
+        secure: bool = False,
+        advertised_port: int | None = None,
     ) -> None:
         self.stream = stream
         self.protocol = protocol
@@ -174,6 +186,17 @@ class Connection:
         self.limits = limits
         self.log = log.bind(conn_id=conn_id, peer=peer, protocol=protocol)
         self.client = Client(peer)  # whom its access log lines name
+        self.local = local  # the listening address the client connected to
+        self.secure = secure  # over TLS
+        # The user a verified client certificate names (gateway/tls.py, ``principal``).
+        self.tls_principal = tls_principal
+        # Replaces the listener's advertised port for this connection (0 = the local port):
+        # clients of a TLS port beside a plaintext one are sent back to the TLS port.
+        self.advertised_port = advertised_port
+        self._sniff_tls = not secure  # look once at the first bytes of a plaintext connection
+        # trio.SSLStream's ssl.SSLObject (a private attribute: without it, one record per
+        # receive, which is only slower).
+        self._tls_object: Any = getattr(stream, "_ssl_object", None) if secure else None
         self._send = send_channel
         self._bytes_in = metrics.bytes_received.labels(protocol)
         self._bytes_out = metrics.bytes_sent.labels(protocol)
@@ -208,9 +231,35 @@ class Connection:
             self._receive_scope = None
             if idle_scope.cancelled_caught:
                 raise IdleTimeout(f"no request for {idle} s")
+            if self._tls_object is not None and data:
+                data = self._more_records(data)
+            if self._sniff_tls:
+                self._sniff_tls = False
+                if looks_like_client_hello(data):
+                    raise TlsError("TLS ClientHello on a plaintext port")
             self._bytes_in.inc(len(data))
             return data
         return b""  # cancelled by drain()
+
+    def _more_records(self, data: bytes) -> bytes:
+        """Also the TLS records already received from the socket: clients that write a record
+        per message (librdkafka) would otherwise cost one pass through trio's SSLStream, and
+        through here, per record."""
+        chunks, size = [data], len(data)
+        ssl_object = self._tls_object
+        while size < _TLS_BATCH_BYTES:
+            # Whole records already in the incoming buffer decrypt without waiting; what the
+            # reads leave to send (a TLS 1.3 key update) goes out with the stream's next write,
+            # ahead of it.
+            try:
+                more = ssl_object.read(_TLS_BATCH_BYTES - size)
+            except ssl.SSLError:  # a partial record (want read), EOF, an alert: the stream's
+                break  # own next receive deals with it
+            if not more:
+                break
+            chunks.append(more)
+            size += len(more)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     async def feed(self, codec: Receiver) -> None:
         """Hand the codec the next bytes from the client, or the EOF (also the drain's way of
@@ -255,6 +304,7 @@ Handler = Callable[[Connection], Awaitable[None]]
 class ListenerInfo:
     protocol: str
     addresses: tuple[tuple[str, int], ...]
+    tls: bool = False
 
 
 async def _writer(stream: trio.abc.Stream, channel: trio.MemoryReceiveChannel[bytes]) -> None:
@@ -273,14 +323,24 @@ async def _writer(stream: trio.abc.Stream, channel: trio.MemoryReceiveChannel[by
 def advertised_address(
     conn: Connection, host: str, port: int, default_port: int
 ) -> tuple[str, int]:
-    """What discovery answers carry: the configured address, else where the client connected."""
+    """What discovery answers carry: the configured address, else where the client connected
+    (the port of the listener it came in through: a TLS client is sent back to TLS)."""
+    if conn.advertised_port is not None:
+        port = conn.advertised_port
     if not host or not port:
-        try:
-            local = conn.stream.socket.getsockname()  # type: ignore[attr-defined]
-            host, port = host or str(local[0]), port or int(local[1])
-        except (AttributeError, OSError):
+        if conn.local is not None:
+            host, port = host or conn.local[0], port or conn.local[1]
+        else:
             host, port = host or "127.0.0.1", port or default_port
     return host, port
+
+
+def _local_of(stream: trio.abc.Stream) -> tuple[str, int] | None:
+    try:
+        local = stream.socket.getsockname()  # type: ignore[attr-defined]
+        return str(local[0]), int(local[1])
+    except (AttributeError, OSError, ValueError, IndexError):
+        return None
 
 
 def _peer_of(stream: trio.abc.Stream) -> str:
@@ -300,8 +360,12 @@ class _Server:
         limits: Limits,
         drain: Drain,
         access_log: AccessLog | None = None,
+        tls: ServerTls | None = None,
+        advertised_port: int | None = None,
     ) -> None:
         self.protocol = protocol
+        self.tls = tls
+        self.advertised_port = advertised_port
         self.handler = handler
         self.metrics = metrics
         self.limits = limits
@@ -326,6 +390,44 @@ class _Server:
         active = m.connections_active.labels(self.protocol)
         active.inc()
         m.connections.labels(self.protocol).inc()
+        peer = _peer_of(stream)
+        secure: trio.abc.Stream | None = None
+        try:
+            opened = await self._handshake(stream, peer)
+            if opened is not None:
+                secure, principal = opened
+                await self._run(stream, secure, peer, principal)
+        finally:
+            self.active -= 1
+            if not self.active:
+                self.idle.set()
+            active.dec()
+            with trio.move_on_after(1) as cleanup:
+                cleanup.shield = True
+                if secure is not None and secure is not stream:
+                    # close_notify first (RFC 8446 §6.1), then the socket.
+                    with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                        await secure.aclose()
+                await trio.aclose_forcefully(stream)
+
+    async def _handshake(
+        self, stream: trio.abc.Stream, peer: str
+    ) -> tuple[trio.abc.Stream, str | None] | None:
+        """(the stream the protocol speaks over, the client certificate's user): on a TLS port
+        after the handshake, None when it failed (counted and logged here; the caller closes)."""
+        if self.tls is None:
+            return stream, None
+        try:
+            tls_stream = await self.tls.handshake(stream)
+        except TlsError as exc:
+            self._errors["tls"].inc()
+            log.info("tls handshake failed", protocol=self.protocol, peer=peer, error=str(exc))
+            return None
+        return tls_stream, self.tls.principal(tls_stream)
+
+    async def _run(
+        self, raw: trio.abc.Stream, stream: trio.abc.Stream, peer: str, principal: str | None
+    ) -> None:
         send_channel, receive_channel = trio.open_memory_channel[bytes](
             self.limits.send_queue_frames
         )
@@ -334,19 +436,25 @@ class _Server:
             send_channel,
             protocol=self.protocol,
             conn_id=next(_conn_ids),
-            peer=_peer_of(stream),
-            metrics=m,
+            peer=peer,
+            metrics=self.metrics,
             limits=self.limits,
             meters=self._meters,
+            local=_local_of(raw),
+            tls_principal=principal,
+            secure=self.tls is not None,
+            advertised_port=self.advertised_port,
         )
         self.drain.connections.add(conn)
-        conn.log.debug("connection opened")
+        conn.log.debug("connection opened", tls=conn.secure, tls_principal=principal)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_writer, stream, receive_channel)
                 async with send_channel:
                     await self.handler(conn)
             conn.log.debug("connection closed")
+        except* TlsError as eg:
+            self._fail(conn, "tls", eg)
         except* FrameTooLarge as eg:
             self._fail(conn, "frame_too_large", eg)
         except* ProtocolError as eg:
@@ -360,13 +468,6 @@ class _Server:
             conn.log.error("connection failed", exc_info=eg)
         finally:
             self.drain.connections.discard(conn)
-            self.active -= 1
-            if not self.active:
-                self.idle.set()
-            active.dec()
-            with trio.move_on_after(1) as cleanup:
-                cleanup.shield = True
-                await trio.aclose_forcefully(stream)
 
     def _fail(self, conn: Connection, reason: str, eg: BaseExceptionGroup[BaseException]) -> None:
         self._errors[reason].inc()
@@ -385,13 +486,17 @@ async def serve_protocol(
     drain: Drain | None = None,
     reuse_port: bool = False,
     access_log: AccessLog | None = None,
+    tls: ServerTls | None = None,
+    advertised_port: int | None = None,
     task_status: trio.TaskStatus[ListenerInfo] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Accept connections for one protocol until cancelled or drained; with ``reuse_port``
     other processes (``--workers``) bind the same port and the kernel spreads connections;
-    every command and self-answered request lands in ``access_log`` when there is one."""
+    every command and self-answered request lands in ``access_log`` when there is one. With
+    ``tls`` every connection is TLS; ``advertised_port`` replaces the port its discovery answers
+    carry (0 = the port connected to: a TLS port beside a plaintext one)."""
     drain = drain if drain is not None else Drain()
-    server = _Server(protocol, handler, metrics, limits, drain, access_log)
+    server = _Server(protocol, handler, metrics, limits, drain, access_log, tls, advertised_port)
     if reuse_port:
         listeners = await open_reuse_port_listeners(port, host=host)
     else:
@@ -408,7 +513,7 @@ async def serve_protocol(
                     trio.serve_listeners, server.session, listeners, handler_nursery=connections
                 )
             )
-            task_status.started(ListenerInfo(protocol, addresses))
+            task_status.started(ListenerInfo(protocol, addresses, tls=tls is not None))
         for listener in listeners:
             await listener.aclose()
         # Drain: connections finish their request and close; whoever lingers is cancelled.

@@ -4,6 +4,9 @@ Better than the real server where it is broken (rog.md §1, §4): a publish is a
 after the backend stored it, a body is never stored before it has fully arrived, a huge declared
 size is refused before anything is allocated, and unknown partitions on fetch/ack get the
 publish error text instead of a silent close.
+
+Rog has no authentication: every request runs as the ``anonymous`` user (``auth.anonymous``),
+checked by the router like any other; a refusal is answered with its text.
 """
 
 from __future__ import annotations

@@ -288,8 +288,9 @@ class ListGroups(Command[r.ListGroupsResult]):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Authenticate(Command[r.AuthenticateResult]):
     name: ClassVar[str] = "authenticate"
-    mechanism: str  # "PLAIN" or "TOKEN"
+    mechanism: str  # "PLAIN", "TOKEN" or "SCRAM-SHA-256"/"SCRAM-SHA-512"
     username: str = ""
+    # the password, the token, or a SCRAM exchange's transcript (AuthMessage ",p=" proof)
     secret: bytes = b""
 
 

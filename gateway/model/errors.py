@@ -174,6 +174,20 @@ class Forbidden(GatewayError):
     error_type = "forbidden"
 
 
+# What a denied command was refused on, so that each protocol can answer its own code (Kafka
+# tells a topic, a group and the cluster apart: TOPIC/GROUP/CLUSTER_AUTHORIZATION_FAILED).
+class TopicForbidden(Forbidden):
+    pass
+
+
+class GroupForbidden(Forbidden):
+    pass
+
+
+class ClusterForbidden(Forbidden):
+    """Refused on no single topic: streams, producer ids, server statistics."""
+
+
 class BackendUnavailable(GatewayError):
     error_type = "backend_unavailable"
     retriable = True
@@ -192,11 +206,13 @@ __all__ = [
     "ERROR_TYPES",
     "AlreadyExists",
     "BackendUnavailable",
+    "ClusterForbidden",
     "CorruptMessage",
     "Forbidden",
     "GatewayError",
     "GroupError",
     "GroupExists",
+    "GroupForbidden",
     "GroupNotEmpty",
     "IllegalGeneration",
     "InconsistentGroupProtocol",
@@ -215,6 +231,7 @@ __all__ = [
     "StreamExists",
     "Timeout",
     "TopicExists",
+    "TopicForbidden",
     "Unauthorized",
     "UnknownGroup",
     "UnknownMember",

@@ -28,6 +28,16 @@ class TokenInfo:
     expiry_at_us: int | None  # None = never expires
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScramCredential:
+    """What SCRAM (RFC 5802 §3) needs of a password, per mechanism: never the password."""
+
+    salt: bytes
+    iterations: int
+    stored_key: bytes
+    server_key: bytes
+
+
 @dataclass(slots=True)
 class Account:
     """The store's private record: the user plus what proves it is them. Never leaves the store."""
@@ -36,6 +46,9 @@ class Account:
     password_hash: str
     # token name -> (info, SHA-256 of the token)
     tokens: dict[str, tuple[TokenInfo, str]] = field(default_factory=dict)
+    # SCRAM mechanism -> credential, derived whenever the password is set (none in a store
+    # written before SCRAM: such a user has PLAIN only until the password is next set)
+    scram: dict[str, ScramCredential] = field(default_factory=dict)
 
 
 def allowed(
@@ -48,4 +61,4 @@ def allowed(
     return user.status is UserStatus.ACTIVE and grants(user.permissions, action, stream, topic)
 
 
-__all__ = ["Account", "TokenInfo", "User", "UserStatus", "allowed"]
+__all__ = ["Account", "ScramCredential", "TokenInfo", "User", "UserStatus", "allowed"]

@@ -1,5 +1,5 @@
-"""Shared receive buffer, integer primitives, protocol error types and the SASL PLAIN parser
-for every codec."""
+"""Shared receive buffer, integer primitives, protocol error types, and SASL (the PLAIN parser,
+SCRAM-SHA-256/512 in both roles) for every codec."""
 
 from .buffer import ReceiveBuffer
 from .errors import FrameTooLarge, LocalProtocolError, ProtocolError, RemoteProtocolError
@@ -26,6 +26,17 @@ from .primitives import (
 from .reader import BodyReader
 from .receiver import Receiver
 from .sasl import MalformedPlain, PlainCredentials, PlainNotUtf8, parse_plain
+from .scram import (
+    ClientFirst,
+    MalformedScram,
+    ScramClient,
+    ScramKeys,
+    ScramMismatch,
+    ScramServer,
+    derive_keys,
+    parse_client_first,
+    verify_transcript,
+)
 from .sentinel import CONNECTION_CLOSED, NEED_DATA, ConnectionClosed, NeedData
 
 __all__ = [
@@ -44,10 +55,12 @@ __all__ = [
     "U64_BE",
     "U64_LE",
     "BodyReader",
+    "ClientFirst",
     "ConnectionClosed",
     "FrameTooLarge",
     "LocalProtocolError",
     "MalformedPlain",
+    "MalformedScram",
     "NeedData",
     "PlainCredentials",
     "PlainNotUtf8",
@@ -55,11 +68,18 @@ __all__ = [
     "ReceiveBuffer",
     "Receiver",
     "RemoteProtocolError",
+    "ScramClient",
+    "ScramKeys",
+    "ScramMismatch",
+    "ScramServer",
     "decode_uvarint",
     "decode_uvarlong",
     "decode_varint",
     "decode_varlong",
+    "derive_keys",
     "encode_uvarint",
     "encode_varint",
+    "parse_client_first",
     "parse_plain",
+    "verify_transcript",
 ]

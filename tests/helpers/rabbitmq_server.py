@@ -16,6 +16,8 @@ descendant left (the beam's erl_child_setup and inet_gethost run in sessions of 
 
     async with running_rabbitmq(tmp_path / "rabbitmq") as server:  # or the ``rabbitmq`` fixture
         server.stream_address; await server.stop(); await server.start(); await server.kill()
+
+With ``tls=make_certs(dir)`` the node also has a stream TLS listener (``stream_tls_port``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import pytest
 import trio
 
 from tests.helpers import rabbitmq_probes as probes
+from tests.helpers.certs import Certs
 from tests.helpers.processes import (
     alive,
     descendants,
@@ -109,8 +112,13 @@ class RabbitMQServer:
         *,
         advertised_host: str = HOST,
         advertised_port: int | None = None,
+        tls: Certs | None = None,
     ) -> None:
         self.base = base
+        # A stream TLS listener beside the plain one (which the readiness probe keeps using),
+        # with these files; client certificates are asked for and verified when sent.
+        self.tls = tls
+        self.tls_port: int | None = None  # chosen with the others, kept for restarts
         # What Open and Metadata announce (§1.3); read at every start, so a test may change
         # them before a restart. None: the real stream port.
         self.advertised_host = advertised_host
@@ -141,6 +149,11 @@ class RabbitMQServer:
     @property
     def stream_address(self) -> tuple[str, int]:
         return HOST, self.stream_port
+
+    @property
+    def stream_tls_port(self) -> int:
+        assert self.tls_port is not None, "not started, or started without tls"
+        return self.tls_port
 
     @property
     def log_dir(self) -> Path:
@@ -233,9 +246,25 @@ class RabbitMQServer:
             "loopback_users.guest = true\n"
             "log.console = false\n"
             "log.file = rabbit.log\n"
-            "log.file.level = info\n"
+            "log.file.level = info\n" + self._tls_config()
         )
         (base / "enabled_plugins").write_text("[rabbitmq_stream].\n")
+
+    def _tls_config(self) -> str:
+        """RabbitMQ 3.10's stream TLS listener (rabbitmq.com/stream.html#tls) and the node's
+        ssl_options: TLS 1.2+, a client certificate verified when one is sent."""
+        if self.tls is None:
+            return ""
+        return (
+            f"stream.listeners.ssl.1 = {HOST}:{self.stream_tls_port}\n"
+            f"ssl_options.cacertfile = {self.tls.ca_file}\n"
+            f"ssl_options.certfile = {self.tls.cert_file}\n"
+            f"ssl_options.keyfile = {self.tls.key_file}\n"
+            "ssl_options.verify = verify_peer\n"
+            "ssl_options.fail_if_no_peer_cert = false\n"
+            "ssl_options.versions.1 = tlsv1.3\n"
+            "ssl_options.versions.2 = tlsv1.2\n"
+        )
 
     # --- processes ---------------------------------------------------------------------------
 
@@ -282,7 +311,9 @@ class RabbitMQServer:
         first = self.ports is None
         for attempt in range(1, START_ATTEMPTS + 1):
             if first:
-                self.ports = Ports(*free_ports(4, HOST))
+                ports = free_ports(5 if self.tls is not None else 4, HOST)
+                self.ports = Ports(*ports[:4])
+                self.tls_port = ports[4] if self.tls is not None else None
             try:
                 await self._start_once()
                 return
@@ -303,10 +334,11 @@ class RabbitMQServer:
         self._launcher = launcher
         with trio.move_on_after(READY_LIMIT_S):
             # The stream listener opens before the AMQP one, and the node still halts if that
-            # one cannot bind: ready means both.
+            # one cannot bind: ready means both (and the stream TLS listener, if asked for).
             while not (
                 await probes.peer_properties_ok(self.stream_address)
                 and await self._accepts(self.amqp_port)
+                and (self.tls is None or await self._accepts(self.stream_tls_port))
             ):
                 if launcher.returncode is not None:
                     raise RabbitMQStartError(
@@ -440,10 +472,17 @@ class RabbitMQServer:
 
 @asynccontextmanager
 async def running_rabbitmq(
-    base: Path, *, advertised_host: str = HOST, advertised_port: int | None = None
+    base: Path,
+    *,
+    advertised_host: str = HOST,
+    advertised_port: int | None = None,
+    tls: Certs | None = None,
 ) -> AsyncIterator[RabbitMQServer]:
-    """A started ``RabbitMQServer`` in ``base``; everything it started is ended on exit."""
-    server = RabbitMQServer(base, advertised_host=advertised_host, advertised_port=advertised_port)
+    """A started ``RabbitMQServer`` in ``base`` (with a stream TLS listener on these
+    certificates when ``tls`` is given); everything it started is ended on exit."""
+    server = RabbitMQServer(
+        base, advertised_host=advertised_host, advertised_port=advertised_port, tls=tls
+    )
     try:
         await server.start()
         yield server

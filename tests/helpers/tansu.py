@@ -51,6 +51,8 @@ class Tansu:
     port: int
     log_path: Path
     process: trio.Process | None = None
+    # What Metadata names as the broker's address (a TLS proxy in front of it); None: its own.
+    advertised_port: int | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -63,9 +65,10 @@ class Tansu:
 
     async def start(self) -> None:
         listener = f"tcp://{self.bootstrap}"
+        advertised = f"tcp://127.0.0.1:{self.advertised_port or self.port}"
         argv = [
             str(self.binary), "broker", "--listener-url", listener,
-            "--advertised-listener-url", listener, "--storage-engine", "memory://tansu/",
+            "--advertised-listener-url", advertised, "--storage-engine", "memory://tansu/",
         ]  # fmt: skip
         # Only PATH: Tansu reads CLUSTER_ID, LISTENER_URL, ... from the environment.
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
@@ -102,12 +105,17 @@ class Tansu:
 
 
 @asynccontextmanager
-async def running_tansu(directory: Path) -> AsyncIterator[Tansu]:
-    """A fresh Tansu on a free port, its output in ``directory``; stopped on exit."""
+async def running_tansu(
+    directory: Path, *, advertised_port: int | None = None
+) -> AsyncIterator[Tansu]:
+    """A fresh Tansu on a free port, its output in ``directory``; stopped on exit. With
+    ``advertised_port`` its Metadata names 127.0.0.1 on that port (a proxy's) as the broker."""
     binary = tansu_binary()
     for attempt in range(3):  # another process may take the free port before Tansu binds it
         port = free_ports(1)[0]
-        tansu = Tansu(binary, port, directory / f"tansu-{port}.log")
+        tansu = Tansu(
+            binary, port, directory / f"tansu-{port}.log", advertised_port=advertised_port
+        )
         try:
             await tansu.start()
             break

@@ -11,7 +11,7 @@ health are ``iggy_pool``'s, streams and topics ``iggy_admin``'s, messages and of
 
 from __future__ import annotations
 
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import trio
 
@@ -21,10 +21,12 @@ from gateway.backends.base import (
     Capabilities,
     LogApplier,
     SharedLog,
+    shown_url,
 )
 from gateway.backends.iggy import admin
 from gateway.backends.iggy import data as iggy_data
 from gateway.backends.iggy.pool import IggyTarget, Pool
+from gateway.backends.tls import TLS_OPTIONS, tls_client
 from gateway.backends.topic_log import TopicLog
 from gateway.model import (
     Append,
@@ -81,21 +83,32 @@ DEFAULT_PORT = 8090
 def parse_url(url: str) -> IggyTarget:
     """``iggy://user:password@host:port`` (DESIGN.md §4); ``iggy://<token>@host:port`` logs in
     with a personal access token (the SDK's connection string form). Without credentials the
-    default root user iggy/iggy is used (iggy.md §0.6)."""
+    default root user iggy/iggy is used (iggy.md §0.6). Options: TLS (``?tls=1`` with ``ca``,
+    ``cert``/``key``, ``server_name``, ``verify``: ``backends.tls``). Errors show the URL
+    masked (a token too)."""
+    shown = shown_url(url)
     parts = urlsplit(url)
     if parts.scheme.lower() != "iggy" or not parts.hostname:
-        raise BackendUrlError(f"expected iggy://user:password@host:port, not {url!r}")
+        raise BackendUrlError(f"expected iggy://user:password@host:port, not {shown!r}")
     try:
         port = parts.port or DEFAULT_PORT
-    except ValueError as exc:
-        raise BackendUrlError(f"bad port in {url!r}: {exc}") from None
+    except ValueError:
+        raise BackendUrlError(f"bad port in {shown!r}") from None
+    query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    unknown = sorted(set(query) - TLS_OPTIONS)
+    if unknown:
+        raise BackendUrlError(f"unknown iggy URL option {unknown[0]!r} in {shown!r}")
+    tls = tls_client(query, tls=False, what="iggy")
     user = unquote(parts.username or "")
     password = unquote(parts.password or "")
     if user and parts.password is None:
-        return IggyTarget(host=parts.hostname, port=port, username="", password="", token=user)
+        return IggyTarget(
+            host=parts.hostname, port=port, username="", password="", token=user, tls=tls
+        )
     return IggyTarget(
-        host=parts.hostname, port=port, username=user or "iggy", password=password or "iggy"
-    )
+        host=parts.hostname, port=port, username=user or "iggy", password=password or "iggy",
+        tls=tls,
+    )  # fmt: skip
 
 
 class IggyBackend:

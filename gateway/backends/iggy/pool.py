@@ -15,12 +15,13 @@ While down, commands fail at once with ``BackendUnavailable``.
 from __future__ import annotations
 
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import structlog
 import trio
 
 from gateway import __version__
+from gateway.backends.tls import TlsClient
 from gateway.backends.watchdog import Watchdog
 from gateway.model import (
     BackendUnavailable,
@@ -64,6 +65,7 @@ class IggyTarget:
     username: str = "iggy"
     password: str = "iggy"
     token: str = ""  # a personal access token logs in instead of the username and password
+    tls: TlsClient | None = field(default=None, compare=False)  # TLS to the server (backends.tls)
 
     def __str__(self) -> str:
         return f"{self.host}:{self.port}"
@@ -76,8 +78,11 @@ class _Lost(Exception):
 class Connection:
     """One logged-in connection: a socket and the client role of the one Iggy codec."""
 
-    def __init__(self, stream: trio.SocketStream, max_frame_size: int) -> None:
-        self.stream = stream
+    def __init__(
+        self, stream: trio.abc.Stream, socket: trio.socket.SocketType, max_frame_size: int
+    ) -> None:
+        self.stream = stream  # the TCP stream, or the TLS stream over it
+        self.socket = socket
         self.codec = IggyClientCodec(max_frame_size=max_frame_size)
         self.generation = 0
 
@@ -93,7 +98,7 @@ class Connection:
                 if reply is NEED_DATA:
                     chunk = await self.stream.receive_some(_RECEIVE_BYTES)
                     if chunk:
-                        self.codec.receive_data(chunk)
+                        self.codec.receive_data(bytes(chunk))
                     else:
                         self.codec.receive_eof()
                     continue
@@ -107,19 +112,23 @@ class Connection:
 
     def close(self) -> None:
         """Synchronous, so that it also runs in a cancelled ``finally``."""
-        self.stream.socket.close()
+        self.socket.close()
 
 
 async def open_connection(target: IggyTarget, max_frame_size: int) -> Connection:
-    """Connect and log in (Register, §5.2). Transport failures are ``BackendUnavailable``; a
-    refused login is the canonical error for its status (bad credentials are not retriable)."""
+    """Connect (TLS hand-shaken when ``target.tls`` asks for it) and log in (Register, §5.2);
+    the caller bounds it all by its connect timeout. Transport failures are
+    ``BackendUnavailable``; a refused login is the canonical error for its status (bad
+    credentials are not retriable)."""
     try:
-        stream = await trio.open_tcp_stream(target.host, target.port)
+        tcp = await trio.open_tcp_stream(target.host, target.port)
     except OSError as exc:
         raise BackendUnavailable(f"iggy server {target} unreachable: {exc}") from None
-    conn = Connection(stream, max_frame_size)
+    conn = Connection(tcp, tcp.socket, max_frame_size)
     ok = False
     try:
+        if target.tls is not None:
+            conn.stream = await target.tls.wrap(tcp, target.host, target.port)
         login: Command
         if target.token:
             login = LoginRegisterWithPersonalAccessToken(
@@ -170,6 +179,7 @@ class Pool:
         self.max_backoff_s = max_backoff_s
         self.max_frame_size = max_frame_size
         self.up = False
+        self.why_down = "not connected yet"  # the last failure to connect, for errors
         self._idle: list[Connection] = []
         self._slots = trio.Semaphore(size)
         self._generation = 0
@@ -189,6 +199,7 @@ class Pool:
                     self._idle.append(await self._open())
                     self.up = True
                 except BackendUnavailable as exc:
+                    self.why_down = exc.message
                     log.warning("iggy server unavailable at start", server=str(self.target),
                                 error=str(exc))  # fmt: skip
                 except GatewayError as exc:  # bad credentials: a configuration error
@@ -225,6 +236,7 @@ class Pool:
                     if self.up:
                         log.warning("iggy server stopped answering", server=str(self.target),
                                     error=str(exc))  # fmt: skip
+                        self.why_down = exc.message
                         self._mark_down()
                 continue
             await trio.sleep(backoff)
@@ -232,6 +244,7 @@ class Pool:
                 self._idle.append(await self._open())
                 self.up = True
             except GatewayError as exc:
+                self.why_down = exc.message
                 backoff = min(self.max_backoff_s, max(self.min_backoff_s, backoff * 2))
                 log.debug("iggy reconnect failed", server=str(self.target), error=str(exc))
                 continue
@@ -282,7 +295,9 @@ class Pool:
         retries = 1
         while True:
             if not self.up:
-                raise BackendUnavailable(f"iggy server {self.target} is unavailable")
+                raise BackendUnavailable(
+                    f"iggy server {self.target} is unavailable: {self.why_down}"
+                )
             try:
                 reply = await self._call_once(command)
             except _Lost as exc:

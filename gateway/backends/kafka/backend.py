@@ -4,7 +4,10 @@ the client role of ``protocols.kafka`` (kio messages, the record-batch codec).
 URL ``kafka://host:port[,host:port...][?option=value&...]``; options: ``client_id``,
 ``request_timeout_ms`` (10000), ``connect_timeout_ms`` (5000), ``metadata_max_age_ms`` (5000),
 ``long_poll_slice_ms`` (100) and ``broker`` (``kafka``, or ``tansu`` to work around Tansu's
-wrong ListOffsets answers, see ``kafka_fetch`` and kafka.md §5).
+wrong ListOffsets answers, see ``kafka_fetch`` and kafka.md §5). TLS to every broker:
+``kafkas://host:port`` or ``?tls=1``, with ``ca``, ``cert``/``key``, ``server_name`` and
+``verify`` as in ``backends.tls`` (each broker's certificate is verified against the host the
+cluster's metadata names, unless ``server_name`` is given).
 
 Namespace: Kafka has one, so this backend has exactly one stream, ``default``
 (``capabilities.streams`` is False): the canonical topic ``default/x`` is the Kafka topic ``x``,

@@ -25,8 +25,9 @@ from crc32c import crc32c
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
-from gateway.backends.base import BackendUrlError
+from gateway.backends.base import BackendUrlError, shown_url
 from gateway.backends.kafka.conn import BrokerConnection, BrokerPool, open_connection
+from gateway.backends.tls import TLS_OPTIONS, TlsClient, tls_client
 from gateway.backends.watchdog import Watchdog
 from gateway.model import (
     BackendUnavailable,
@@ -97,6 +98,7 @@ class Options:
     long_poll_slice_s: float = 0.1
     tansu: bool = False  # ?broker=tansu: work around Tansu's answers (kafka_fetch)
     max_frame_bytes: int = 100 << 20
+    tls: TlsClient | None = None  # TLS to every broker (backends.tls)
 
 
 _SECONDS = {
@@ -108,18 +110,31 @@ _SECONDS = {
 
 
 def parse_url(url: str) -> tuple[list[tuple[str, int]], Options]:
-    """``kafka://h1:p1,h2:p2?k=v`` -> the bootstrap servers and the options."""
+    """``kafka://h1:p1,h2:p2?k=v`` (``kafkas://`` or ``?tls=1``: TLS, options as in
+    ``backends.tls``) -> the bootstrap servers and the options. Errors show the URL masked."""
+    shown = shown_url(url)
     parts = urlsplit(url)
-    if parts.scheme.lower() != "kafka" or not parts.netloc:
-        raise BackendUrlError(f"not a kafka://host:port URL: {url!r}")
+    scheme = parts.scheme.lower()
+    if scheme not in ("kafka", "kafkas") or not parts.netloc:
+        raise BackendUrlError(f"not a kafka://host:port URL: {shown!r}")
+    if "@" in parts.netloc:
+        raise BackendUrlError(
+            f"a kafka backend URL takes no user info (SASL to the broker is not supported): "
+            f"{shown!r}"
+        )
     servers = []
     for item in parts.netloc.split(","):
         host, _, port = item.rpartition(":")
         if not host or not port.isdigit():
             raise BackendUrlError(f"kafka URL server {item!r} is not host:port")
         servers.append((host.strip("[]"), int(port)))
+    try:
+        query = parse_qsl(parts.query, strict_parsing=bool(parts.query))
+    except ValueError:
+        raise BackendUrlError("kafka URL options are not name=value pairs") from None
     values: dict[str, Any] = {}
-    for key, value in parse_qsl(parts.query, strict_parsing=bool(parts.query)):
+    tls_values: dict[str, str] = {}
+    for key, value in query:
         if key in _SECONDS:
             if not value.isdigit():
                 raise BackendUrlError(f"kafka backend option {key} must be a number")
@@ -128,8 +143,12 @@ def parse_url(url: str) -> tuple[list[tuple[str, int]], Options]:
             values[key] = value
         elif key == "broker" and value in ("kafka", "tansu"):
             values["tansu"] = value == "tansu"
+        elif key in TLS_OPTIONS:
+            tls_values[key] = value
         else:
-            raise BackendUrlError(f"unknown kafka backend option {key}={value!r}")
+            # The value is not shown: an unknown option may well be a secret.
+            raise BackendUrlError(f"unknown kafka backend option {key!r} (or a bad value)")
+    values["tls"] = tls_client(tls_values, tls=scheme == "kafkas", what="kafka")
     return servers, Options(**values)
 
 
@@ -239,7 +258,7 @@ class Cluster:
         try:
             conn = await open_connection(
                 self._nursery, self.watchdog, *address, client_id=o.client_id,
-                max_frame_bytes=o.max_frame_bytes, timeout_s=o.connect_timeout_s,
+                max_frame_bytes=o.max_frame_bytes, timeout_s=o.connect_timeout_s, tls=o.tls,
             )  # fmt: skip
         except BackendUnavailable as exc:
             if not self._backoff_s:  # up until now (or just started)

@@ -1,12 +1,12 @@
 """Connections of the Kafka backend: the client role of ``protocols.kafka`` over trio streams.
 
-A ``BrokerConnection`` is one TCP connection driven by ``KafkaClientCodec``. Requests are written
-under a lock and may be pipelined; one reader task (in the backend's nursery) decodes every
-response and hands it to the request waiting on its correlation id. A broker works through a
-connection's requests in order (Tansu too: a long-poll Fetch holds back everything queued behind
-it, kafka.md §5), so a ``BrokerPool`` keeps one shared connection for short requests and leases
-connections of their own to long polls and to requests that may make a broker drop the
-connection.
+A ``BrokerConnection`` is one TCP (or TLS, ``backends.tls``) connection driven by
+``KafkaClientCodec``. Requests are written under a lock and may be pipelined; one reader task
+(in the backend's nursery) decodes every response and hands it to the request waiting on its
+correlation id. A broker works through a connection's requests in order (Tansu too: a long-poll
+Fetch holds back everything queued behind it, kafka.md §5), so a ``BrokerPool`` keeps one shared
+connection for short requests and leases connections of their own to long polls and to requests
+that may make a broker drop the connection.
 
 Every wait is bounded in real time by the backend's ``Watchdog`` (what a bound guards against is
 a broker that does not answer, whatever the run's clock says): the connect, each write
@@ -24,6 +24,7 @@ from typing import Any, Final
 
 import trio
 
+from gateway.backends.tls import TlsClient
 from gateway.backends.watchdog import Watchdog
 from gateway.model import BackendUnavailable, GatewayError, Timeout
 from protocols._wire import CONNECTION_CLOSED, NEED_DATA, ProtocolError
@@ -152,14 +153,23 @@ async def open_connection(
     client_id: str,
     max_frame_bytes: int,
     timeout_s: float,
+    tls: TlsClient | None = None,
 ) -> BrokerConnection:
+    """A connection to ``host:port``, TLS hand-shaken when ``tls`` is given; the connect and the
+    handshake together within ``timeout_s``."""
     label = f"kafka broker {host}:{port}"
+    stream: trio.abc.Stream | None = None
     try:
         with watchdog.bound(timeout_s) as scope:
-            stream = await trio.open_tcp_stream(host, port)
+            tcp = await trio.open_tcp_stream(host, port)
+            try:
+                stream = tcp if tls is None else await tls.wrap(tcp, host, port)
+            finally:
+                if stream is None:
+                    await trio.aclose_forcefully(tcp)
     except OSError as exc:
         raise BackendUnavailable(f"{label}: cannot connect ({exc})") from None
-    if scope.cancelled_caught:
+    if scope.cancelled_caught or stream is None:
         raise BackendUnavailable(f"{label}: no connection within {timeout_s:g} s")
     conn = BrokerConnection(stream, KafkaClientCodec(client_id, max_frame_bytes), label, watchdog)
     nursery.start_soon(conn.serve)

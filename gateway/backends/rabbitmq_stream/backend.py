@@ -3,7 +3,9 @@ DESIGN.md §4), over the stream protocol with the client role of ``protocols.rab
 
 URL: ``rabbitmq-stream://user:password@host:port/<virtual host, URL-encoded>``, e.g.
 ``rabbitmq-stream://guest:guest@127.0.0.1:5552/%2F``; port 5552 and vhost ``/`` by default;
-``?heartbeat=<s>&frame_max=<bytes>`` tune the connection. One backend URL is one virtual host,
+``?heartbeat=<s>&frame_max=<bytes>`` tune the connection. TLS: ``rabbitmq-stream+tls://``
+(port 5551 by default) or ``?tls=1``, with ``ca``, ``cert``/``key``, ``server_name`` and
+``verify`` as in ``backends.tls``. One backend URL is one virtual host,
 holding every canonical stream: ``rabbitmq_stream_catalog`` tells how canonical names map to
 RabbitMQ streams (``default``/``t`` is stream ``t``, its partitions ``t-0``..; another stream's
 topics are prefixed ``<stream>.``) and where the catalog lives.
@@ -41,6 +43,7 @@ from gateway.backends.base import (
     LogApplier,
     SharedLog,
     running,
+    shown_url,
 )
 from gateway.backends.rabbitmq_stream.admin import Admin
 from gateway.backends.rabbitmq_stream.catalog import CATALOG_STREAM, COORDINATION_STREAM, Catalog
@@ -49,6 +52,7 @@ from gateway.backends.rabbitmq_stream.conn import Connection, Settings
 from gateway.backends.rabbitmq_stream.data import Data, partition_stream
 from gateway.backends.rabbitmq_stream.link import Link
 from gateway.backends.rabbitmq_stream.producers import stored_sequence
+from gateway.backends.tls import TLS_OPTIONS, tls_client
 from gateway.backends.watchdog import Watchdog
 from gateway.model import (
     Append,
@@ -100,7 +104,11 @@ from gateway.model import (
 from gateway.translate.rabbitmq_stream.messages import WIRE_FORMAT
 from protocols import rabbitmq_stream as rs
 
+SCHEME: Final = "rabbitmq-stream"
+TLS_SCHEME: Final = "rabbitmq-stream+tls"
 DEFAULT_PORT: Final = 5552
+DEFAULT_TLS_PORT: Final = 5551  # RabbitMQ's stream TLS listener
+_OPTIONS: Final = frozenset({"heartbeat", "frame_max"}) | TLS_OPTIONS
 NO_LEADER: Final = 0xFFFF
 # The coordination stream's retention: an hour, in 8 MB segments (a snapshot fits in one).
 COORDINATION_ARGUMENTS: Final = (
@@ -110,25 +118,40 @@ COORDINATION_ARGUMENTS: Final = (
 
 
 def parse_url(url: str) -> Settings:
+    """``rabbitmq-stream://`` or, with TLS, ``rabbitmq-stream+tls://`` (RabbitMQ's own scheme,
+    port 5551 by default) or ``?tls=1``; TLS options as in ``backends.tls``. Errors show the
+    URL with its password masked."""
+    shown = shown_url(url)
     parts = urlsplit(url)
-    if parts.scheme.lower() != "rabbitmq-stream" or not parts.hostname:
-        raise BackendUrlError(
-            f"expected rabbitmq-stream://user:password@host:port/vhost, not {url!r}"
-        )
+    scheme = parts.scheme.lower()
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host = port = None
+    if scheme not in (SCHEME, TLS_SCHEME) or not host:
+        raise BackendUrlError(f"expected {SCHEME}://user:password@host:port/vhost, not {shown!r}")
     path = parts.path[1:] if parts.path.startswith("/") else parts.path
     query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    unknown = sorted(set(query) - _OPTIONS)
+    if unknown:
+        raise BackendUrlError(f"unknown rabbitmq-stream URL option {unknown[0]!r} in {shown!r}")
+    tls = tls_client(query, tls=scheme == TLS_SCHEME, what="rabbitmq-stream")
+    default_port = DEFAULT_TLS_PORT if scheme == TLS_SCHEME else DEFAULT_PORT
     try:
         return Settings(
-            host=parts.hostname,
-            port=parts.port or DEFAULT_PORT,
+            host=host,
+            port=port or default_port,
             username=unquote(parts.username or "guest"),
             password=unquote(parts.password or "guest"),
             vhost=unquote(path) or "/",
             heartbeat_s=int(query.get("heartbeat", 60)),
             frame_max=int(query.get("frame_max", rs.DEFAULT_MAX_FRAME_SIZE)),
+            tls=tls,
         )
-    except ValueError as exc:
-        raise BackendUrlError(f"bad rabbitmq-stream URL {url!r}: {exc}") from None
+    except ValueError:
+        raise BackendUrlError(
+            f"bad rabbitmq-stream URL {shown!r}: heartbeat and frame_max must be integers"
+        ) from None
 
 
 class RabbitStreamBackend:

@@ -32,6 +32,7 @@ from typing import Final, Protocol
 import structlog
 import trio
 
+from gateway.backends.tls import TlsClient
 from gateway.backends.watchdog import Watchdog
 from gateway.model import BackendUnavailable, GatewayError, Timeout
 from gateway.translate.rabbitmq_stream.errors import code_name, error_of
@@ -59,6 +60,7 @@ class Settings:
     heartbeat_s: int = 60
     connect_timeout_s: float = 10.0
     request_timeout_s: float = 10.0
+    tls: TlsClient | None = None  # TLS to the broker (backends.tls)
 
 
 class Subscriber(Protocol):
@@ -173,7 +175,7 @@ class Call:
 class Connection:
     def __init__(
         self,
-        stream: trio.SocketStream,
+        stream: trio.abc.Stream,
         codec: rs.RabbitStreamClientCodec,
         settings: Settings,
         tune: rs.Tune,
@@ -322,7 +324,7 @@ class Connection:
             if frame is rs.NEED_DATA:
                 data = await self._stream.receive_some(READ_SIZE)
                 if data:
-                    codec.receive_data(data)
+                    codec.receive_data(bytes(data))  # a no-op on bytes; TLS may give bytearray
                 else:
                     codec.receive_eof()
                 continue

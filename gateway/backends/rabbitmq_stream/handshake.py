@@ -1,8 +1,9 @@
 """Opening a connection to RabbitMQ's stream port (rabbitmq-stream.md §7): PeerProperties, SASL
 PLAIN, Tune (the smaller of our and the broker's frame_max and heartbeat, or the non-zero one
-when a side says 0, as the Java client does), Open of the backend's virtual host. Bounded by
-``connect_timeout_s``; every failure is ``BackendUnavailable``, or ``InvalidCredentials`` /
-``Forbidden`` when the broker refuses us."""
+when a side says 0, as the Java client does), Open of the backend's virtual host, after the TLS
+handshake when ``settings.tls`` asks for one. Bounded by ``connect_timeout_s`` (TLS included);
+every failure is ``BackendUnavailable``, or ``InvalidCredentials`` / ``Forbidden`` when the
+broker refuses us."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def _negotiate(ours: int, theirs: int) -> int:
     return min(ours, theirs)
 
 
-async def _next(stream: trio.SocketStream, codec: rs.RabbitStreamClientCodec) -> rs.Frame:
+async def _next(stream: trio.abc.Stream, codec: rs.RabbitStreamClientCodec) -> rs.Frame:
     while True:
         frame = codec.next_frame()
         if frame is rs.CONNECTION_CLOSED:
@@ -43,13 +44,13 @@ async def _next(stream: trio.SocketStream, codec: rs.RabbitStreamClientCodec) ->
             continue
         data = await stream.receive_some(READ_SIZE)
         if data:
-            codec.receive_data(data)
+            codec.receive_data(bytes(data))
         else:
             codec.receive_eof()
 
 
 async def _ask(
-    stream: trio.SocketStream, codec: rs.RabbitStreamClientCodec, request: rs.Request, what: str
+    stream: trio.abc.Stream, codec: rs.RabbitStreamClientCodec, request: rs.Request, what: str
 ) -> rs.Frame:
     await stream.send_all(codec.send(request))
     reply = await _next(stream, codec)
@@ -62,19 +63,26 @@ async def connect(settings: Settings, watchdog: Watchdog, name: str = "streamgat
     """Open and hand-shake a connection (§7), bounded by ``connect_timeout_s`` (real time)."""
     try:
         with watchdog.bound(settings.connect_timeout_s):
-            stream = await trio.open_tcp_stream(settings.host, settings.port)
+            tcp = await trio.open_tcp_stream(settings.host, settings.port)
+            stream: trio.abc.Stream = tcp
             try:
+                if settings.tls is not None:
+                    stream = await settings.tls.wrap(tcp, settings.host, settings.port)
                 return await _handshake(stream, settings, watchdog, name)
             except BaseException:
                 await trio.aclose_forcefully(stream)
                 raise
     except (OSError, trio.BrokenResourceError, RemoteProtocolError) as exc:
-        raise BackendUnavailable(f"cannot connect to RabbitMQ: {exc}") from None
-    raise BackendUnavailable(f"RabbitMQ handshake not done within {settings.connect_timeout_s} s")
+        where = f"{settings.host}:{settings.port}"
+        raise BackendUnavailable(f"cannot connect to RabbitMQ at {where}: {exc}") from None
+    raise BackendUnavailable(
+        f"RabbitMQ at {settings.host}:{settings.port}: handshake not done within "
+        f"{settings.connect_timeout_s} s"
+    )
 
 
 async def _handshake(
-    stream: trio.SocketStream, s: Settings, watchdog: Watchdog, name: str
+    stream: trio.abc.Stream, s: Settings, watchdog: Watchdog, name: str
 ) -> Connection:
     codec = rs.RabbitStreamClientCodec(max_frame_size=RECEIVE_LIMIT)
     props = (("product", "streamgate"), ("connection_name", name))

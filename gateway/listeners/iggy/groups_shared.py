@@ -247,7 +247,7 @@ class SharedIggyGroups:
         self.members: dict[AssignedGroup, dict[int, _Member]] = {}
         self.described: dict[AssignedGroup, dict[int, tuple[int, ...]]] = {}
         self._nursery: trio.Nursery | None = None
-        self._ctx = RequestContext("iggy", "consumer_group")
+        self._ctx = RequestContext("iggy", "consumer_group", system=True)
 
     def bind(self, definitions_log: DefinitionsLog) -> None:
         self.log = definitions_log

@@ -141,6 +141,8 @@ class IggyService:
                 # Answered by the gateway itself (users, groups, system): timed as this command.
                 request.command = wire_command
                 session.ctx = request.ctx
+                # authorized as the logged-in user (None until then: anonymous)
+                request.ctx.user = None if session.user is None else session.user.username
                 reply, request.error_type = await self._answer(session, codec, req)
                 await conn.send(reply)
 

@@ -19,6 +19,7 @@ from gateway.model import (
     NotFound,
     Topic,
     TopicExists,
+    TopicForbidden,
     TopicInfo,
 )
 from gateway.translate.kafka import requests as tr
@@ -54,6 +55,10 @@ async def metadata(session: Session, req: KafkaRequest) -> Any:
         except NotFound:  # the listener's stream appears with its first topic
             infos = ()
         for info in sorted(infos, key=lambda i: i.topic.name):
+            # Only what the user may describe, as a Kafka broker lists (DESCRIBE ACL); a topic
+            # asked for by name is refused with TOPIC_AUTHORIZATION_FAILED instead (_describe).
+            if not await session.router.permits(DescribeTopic(topic=info.topic), session.ctx):
+                continue
             topics.append({"error_code": ErrorCode.none, "name": info.topic.name,
                            "is_internal": False,
                            "partitions": _partitions(session, info)})  # fmt: skip
@@ -124,6 +129,9 @@ async def create_topics(session: Session, req: KafkaRequest) -> Any:
             config = tr.topic_config((c.name, c.value) for c in t.configs)
             topic = Topic(session.settings.stream, t.name)
             if validate_only:
+                create = CreateTopic(topic=topic, partitions=partitions, config=config)
+                if not await session.router.permits(create, session.ctx):
+                    raise TopicForbidden(f"may not create topic {topic}")
                 await _check_absent(session, topic)
             else:
                 await session.router.execute(

@@ -199,7 +199,14 @@ async def offset_fetch(session: Session, req: KafkaRequest) -> Any:
             return session.respond(
                 req, {"throttle_time": 0, "topics": [], "error_code": tr.error_code(exc)}
             )
-        wanted = [(i.topic.name, [p.partition for p in i.partitions]) for i in infos]
+        # only the topics the user may read (Kafka leaves the others out, no error)
+        probe = [FetchOffset(group=b.group_id, topic=i.topic, partition=0) for i in infos]
+        readable = [
+            i
+            for i, f in zip(infos, probe, strict=True)
+            if await session.router.permits(f, session.ctx)
+        ]
+        wanted = [(i.topic.name, [p.partition for p in i.partitions]) for i in readable]
     else:
         wanted = [(t.name, list(t.partition_indexes)) for t in b.topics]
     topics = []

@@ -11,6 +11,7 @@ answered with their Kafka error codes.
 
 from __future__ import annotations
 
+from gateway.coordination import UserStore
 from gateway.listeners.connection import Connection, Handler, advertised_address
 from gateway.listeners.kafka import admin as kafka_admin
 from gateway.listeners.kafka import data as kafka_data
@@ -55,9 +56,12 @@ _BEFORE_AUTH = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SAS
 
 
 class KafkaService:
-    def __init__(self, router: Router, settings: KafkaSettings) -> None:
+    def __init__(
+        self, router: Router, settings: KafkaSettings, *, users: UserStore | None = None
+    ) -> None:
         self.router = router
         self.settings = settings
+        self.users = users  # SCRAM's salts and keys (without it, SCRAM logins fail)
         self.versions = advertised(sasl=settings.sasl)
         if not router.supports(InitProducer):
             # Nothing on this backend deduplicates by producer id: Kafka's way of saying so is
@@ -78,6 +82,11 @@ class KafkaService:
         codec = KafkaServerCodec(self.versions, self.settings.max_frame_bytes)
         host, port = self._address(conn)
         session = Session(self, conn, host, port, authenticated=not self.settings.sasl)
+        if conn.tls_principal is not None:
+            # A verified client certificate is a login, as Kafka's SSL principal is: no SASL
+            # handshake needed (a client that does one anyway becomes its SASL user).
+            session.authenticated, session.user = True, conn.tls_principal
+            conn.bind(user=conn.tls_principal)
         handlers = self.handlers
         while True:
             req = codec.next_request()
@@ -98,6 +107,8 @@ class KafkaService:
                 )
             with conn.request(api_name(req.api_key) or "unknown") as request:
                 session.ctx = request.ctx
+                # the SASL user, or None = anonymous (a listener without SASL)
+                request.ctx.user = session.user or None
                 response = await handlers[req.api_key](session, req)
                 if response is not None:
                     await conn.send(

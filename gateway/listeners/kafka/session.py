@@ -9,8 +9,10 @@ from typing import Any, Protocol
 
 from kio.index import load_response_schema
 
+from gateway.coordination import UserStore
 from gateway.listeners.connection import Connection
 from gateway.router import RequestContext, Router
+from protocols._wire.scram import ScramServer
 from protocols.kafka.build import build
 from protocols.kafka.framing import KafkaRequest
 
@@ -40,6 +42,9 @@ class Service(Protocol):
     @property
     def versions(self) -> Mapping[int, tuple[int, int]]: ...
 
+    @property
+    def users(self) -> UserStore | None: ...  # where SCRAM finds a user's salt and keys
+
 
 @dataclass(slots=True)
 class Session:
@@ -55,6 +60,10 @@ class Session:
     close_after_response: bool = False  # failed authentication: answer, then hang up
     user: str = ""
     ctx: RequestContext | None = None
+    sasl_mechanism: str = "PLAIN"  # as SaslHandshake chose
+    # A SCRAM exchange between its client-first and client-final messages, and the server key
+    # that signs its end.
+    scram: tuple[ScramServer, bytes] | None = None
 
     @property
     def router(self) -> Router:

@@ -34,6 +34,7 @@ from gateway.listeners.rabbitmq_stream.session import (
 from gateway.model import (
     CommitOffset,
     FetchOffset,
+    Forbidden,
     GatewayError,
     ListOffsets,
     MessageBatch,
@@ -41,6 +42,7 @@ from gateway.model import (
     OffsetOutOfRange,
     OffsetSpec,
     Read,
+    Unauthorized,
 )
 from gateway.router import RequestContext
 from gateway.translate.rabbitmq_stream import chunks as trm
@@ -195,6 +197,8 @@ async def _deliver(sub: Subscription, offset: int) -> None:
         sub.scope = scope
         read_at = offset
         ctx = RequestContext(tr.PROTOCOL, "deliver", client=s.conn.client)
+        # reads on behalf of the subscriber (a revoked permission stops the delivery)
+        ctx.user = None if s.user is None else s.user.username
         while True:
             while sub.credit <= 0:
                 sub.settled.set()  # sent all the credit allows
@@ -220,6 +224,10 @@ async def _deliver(sub: Subscription, offset: int) -> None:
                 # subscription, cancelling this scope, so it runs outside it to send the
                 # MetadataUpdate.
                 s.spawn(s.stream_gone, sub.target.name)
+                return
+            except (Forbidden, Unauthorized):
+                # the permission was revoked (or the user deleted) since the Subscribe: nothing
+                # more is delivered (the router logged and counted the refusal)
                 return
             batches = result.batches
             chunk = trm.chunk_for(batches, offset, lossy=count_lossy)

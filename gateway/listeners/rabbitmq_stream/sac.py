@@ -136,7 +136,7 @@ class BrokerActiveConsumers(Generic[B]):
         self._router = router
         self._set_active = set_active
         self._scopes: dict[int, trio.CancelScope] = {}
-        self._ctx = RequestContext("rabbitmq_stream", "single_active_consumer")
+        self._ctx = RequestContext("rabbitmq_stream", "single_active_consumer", system=True)
 
     def join(self, member: B) -> None:
         self.groups.setdefault(member.group_key, []).append(member)

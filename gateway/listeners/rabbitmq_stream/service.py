@@ -153,6 +153,8 @@ class RabbitStreamService:
                 # Answered by the gateway itself (no canonical command): timed as this command.
                 request.command = wire_command
                 session.ctx = request.ctx
+                # authorized as the logged-in user (None until then: anonymous)
+                request.ctx.user = None if session.user is None else session.user.username
                 try:
                     reply = await handler(session, frame)
                 except GatewayError as exc:

@@ -8,9 +8,11 @@ from kio.schema.errors import ErrorCode
 
 from gateway.model import (
     BackendUnavailable,
+    ClusterForbidden,
     CorruptMessage,
     Forbidden,
     GatewayError,
+    GroupForbidden,
     GroupNotEmpty,
     IllegalGeneration,
     InconsistentGroupProtocol,
@@ -26,6 +28,7 @@ from gateway.model import (
     SequenceError,
     Timeout,
     TopicExists,
+    TopicForbidden,
     Unauthorized,
     UnknownGroup,
     UnknownMember,
@@ -55,6 +58,9 @@ _ERRORS: tuple[tuple[type[GatewayError], ErrorCode], ...] = (
     (NotFound, ErrorCode.unknown_topic_or_partition),
     (Timeout, ErrorCode.request_timed_out),
     (Unauthorized, ErrorCode.sasl_authentication_failed),
+    (GroupForbidden, ErrorCode.group_authorization_failed),
+    (ClusterForbidden, ErrorCode.cluster_authorization_failed),
+    (Forbidden, ErrorCode.topic_authorization_failed),  # TopicForbidden, and any other
     (InvalidRequest, ErrorCode.invalid_request),
     (Unsupported, ErrorCode.invalid_request),
 )
@@ -94,9 +100,9 @@ _FROM_CODE: dict[ErrorCode, type[GatewayError]] = {
     ErrorCode.unknown_producer_id: SequenceError,
     ErrorCode.invalid_producer_id_mapping: SequenceError,
     ErrorCode.producer_fenced: ProducerFenced,
-    ErrorCode.topic_authorization_failed: Forbidden,
-    ErrorCode.group_authorization_failed: Forbidden,
-    ErrorCode.cluster_authorization_failed: Forbidden,
+    ErrorCode.topic_authorization_failed: TopicForbidden,
+    ErrorCode.group_authorization_failed: GroupForbidden,
+    ErrorCode.cluster_authorization_failed: ClusterForbidden,
     ErrorCode.topic_deletion_disabled: Forbidden,
     ErrorCode.unsupported_version: Unsupported,
     ErrorCode.unsupported_for_message_format: Unsupported,
