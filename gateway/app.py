@@ -21,7 +21,7 @@ from gateway.authorization import (
     requiring_authentication,
 )
 from gateway.backends import Backend, SharedLogs
-from gateway.backends.base import BackendSettings
+from gateway.backends.base import BackendSettings, Retries
 from gateway.backends.embedded import EmbeddedBackend, Listener, embedded_path
 from gateway.backends.topic_log import TopicLog
 from gateway.backends.url import create_backend
@@ -145,6 +145,18 @@ def _access_log(config: Config, metrics: Metrics) -> AccessLog | None:
     return AccessLog(a.path, max_bytes=a.max_bytes, backups=a.backups, metrics=metrics)
 
 
+def _count_retries(backend: Backend, metrics: Metrics) -> None:
+    """The backend adapter's retries into ``streamgate_backend_retries_total``."""
+    retries = getattr(backend, "retries", None)
+    if isinstance(retries, Retries):
+        name = backend.name
+
+        def count(reason: str) -> None:
+            metrics.backend_retries.labels(name, reason).inc()
+
+        retries.listen(count)
+
+
 def _lag_sampler(config: Config, metrics: Metrics) -> LagSampler | None:
     m = config.metrics
     if not m.lag_groups:
@@ -214,6 +226,7 @@ async def serve_gateway(
     """Run the whole gateway until cancelled or until ``Running.shutdown()`` has drained it."""
     backend = backend if backend is not None else build_backend(config)
     metrics = Metrics(registry, backend=backend.name, topic_patterns=config.metrics.topic_patterns)
+    _count_retries(backend, metrics)
     lag = _lag_sampler(config, metrics)
     limits = Limits(
         max_frame_bytes=config.limits.max_frame_bytes,

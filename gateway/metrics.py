@@ -38,6 +38,9 @@ PROTOCOLS = ("kafka", "rabbitmq_stream", "iggy", "rog")
 OUTCOMES = ("ok", "error")
 
 
+BACKEND_RETRY_REASONS = ("reconnect", "request")  # streamgate_backend_retries_total's reasons
+
+
 class Metrics:
     def __init__(
         self,
@@ -159,6 +162,13 @@ class Metrics:
             multiprocess_mode="livemax",
         )
         self.build_info.labels(__version__, platform.python_version(), backend).set(1)
+        self.backend_retries = Counter(
+            "streamgate_backend_retries",
+            "The backend adapter's retries: reconnect (a connection attempt after one failed or"
+            " broke), request (a request sent again after a transient refusal).",
+            ["backend", "reason"],
+            registry=r,
+        )
         self.backend_errors = Counter(
             "streamgate_backend_errors",
             "Commands the backend failed, by error type (backend_unavailable and timeout: the"
@@ -273,6 +283,8 @@ class Metrics:
             self.access_log_dropped.labels(reason)
         for error_type in ERROR_TYPES:
             self.backend_errors.labels(b, error_type)
+        for reason in BACKEND_RETRY_REASONS:
+            self.backend_retries.labels(b, reason)
 
     def observe_command(
         self,

@@ -1,5 +1,5 @@
 """Backend: how the one backend behind the gateways answers: latency per command, failures
-(unavailable, timeouts), readiness."""
+(unavailable, timeouts), the adapters' retries, readiness."""
 
 from __future__ import annotations
 
@@ -84,6 +84,21 @@ def dashboard() -> Dashboard:
                         UNAVAILABLE,
                     ),
                     "{{backend}} {{error_type}}",
+                )
+            ],
+        )
+    )
+    board.add(
+        graph(
+            "Backend retries/s by reason",
+            "The adapters' own retries: reconnect attempts after a connection failed or broke,"
+            " and requests sent again after a transient refusal (a stream without a leader for a"
+            " moment).",
+            "ops",
+            [
+                target(
+                    sum_rate("backend, reason", "streamgate_backend_retries_total", INSTANCE),
+                    "{{backend}} {{reason}}",
                 )
             ],
         )

@@ -91,6 +91,24 @@ def shown_url(url: str) -> str:
     return prefix + sep + rest[:cut]
 
 
+class Retries:
+    """A backend's retries, told to whoever listens (the gateway's metrics): ``reconnect`` (a
+    connection attempt after one failed or broke) and ``request`` (a request sent again after
+    a transient refusal). Called from the adapters' own loops; a listener must not block."""
+
+    __slots__ = ("_listener",)
+
+    def __init__(self) -> None:
+        self._listener: Callable[[str], None] | None = None
+
+    def listen(self, listener: Callable[[str], None]) -> None:
+        self._listener = listener
+
+    def __call__(self, reason: str) -> None:
+        if self._listener is not None:
+            self._listener(reason)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BackendSettings:
     """What the gateway's configuration sets for whichever backend its URL selects (the store's

@@ -133,6 +133,7 @@ class IggyBackend:
             request_timeout_s=request_timeout_s,
             ping_interval_s=ping_interval_s,
         )
+        self.retries = self.pool.retries  # the pool's reconnects
         # ``lossy`` is called with a field a message lost on its way to Iggy (headers, key).
         self.data = iggy_data.Data(self.pool, max_message_bytes, lossy)
         self.capabilities = Capabilities(

@@ -21,6 +21,7 @@ import structlog
 import trio
 
 from gateway import __version__
+from gateway.backends.base import Retries
 from gateway.backends.tls import TlsClient
 from gateway.backends.watchdog import Watchdog
 from gateway.model import (
@@ -180,6 +181,8 @@ class Pool:
         self.max_frame_size = max_frame_size
         self.up = False
         self.why_down = "not connected yet"  # the last failure to connect, for errors
+        self.retries = Retries()  # the backend's, once it hands it over
+        self._attempted = False  # a connection attempt was made: the next ones are reconnects
         self._idle: list[Connection] = []
         self._slots = trio.Semaphore(size)
         self._generation = 0
@@ -240,6 +243,9 @@ class Pool:
                         self._mark_down()
                 continue
             await trio.sleep(backoff)
+            if self._attempted:
+                self.retries("reconnect")
+            self._attempted = True
             try:
                 self._idle.append(await self._open())
                 self.up = True

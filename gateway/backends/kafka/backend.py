@@ -142,6 +142,7 @@ class KafkaBackend:
     def __init__(self, url: str, *, max_message_bytes: int = 16 << 20) -> None:
         servers, options = parse_url(url)
         self._cluster = Cluster(servers, options)
+        self.retries = self._cluster.retries  # the cluster's reconnects
         self._data = DataPath(self._cluster)
         self._offsets = GroupOffsets(self._cluster)
         self._groups = BrokerGroups(self._cluster)

@@ -25,7 +25,7 @@ from crc32c import crc32c
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
-from gateway.backends.base import BackendUrlError, shown_url
+from gateway.backends.base import BackendUrlError, Retries, shown_url
 from gateway.backends.kafka.conn import BrokerConnection, BrokerPool, open_connection
 from gateway.backends.tls import TLS_OPTIONS, TlsClient, tls_client
 from gateway.backends.watchdog import Watchdog
@@ -188,6 +188,7 @@ class Cluster:
         self.watchdog = Watchdog()
         self._failure: str | None = "not started"
         self._backoff_s = 0.0
+        self.retries = Retries()  # told of every reconnect attempt
         self._down_until = 0.0
         self._went_down = trio.Event()
 
@@ -206,6 +207,7 @@ class Cluster:
                         await self._went_down.wait()
                         self._went_down = trio.Event()
                     await trio.sleep_until(self._down_until)
+                    self.retries("reconnect")
                     with contextlib.suppress(GatewayError):
                         await self.connect()
             finally:

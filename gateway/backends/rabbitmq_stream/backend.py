@@ -41,6 +41,7 @@ from gateway.backends.base import (
     BackendUrlError,
     Capabilities,
     LogApplier,
+    Retries,
     SharedLog,
     running,
     shown_url,
@@ -174,6 +175,8 @@ class RabbitStreamBackend:
         self.link = Link(settings, self.watchdog, name="streamgate-publish", connect_wait_s=wait)
         self.sub_link = Link(settings, self.watchdog, name="streamgate-subscribe",
                              connect_wait_s=wait, on_connect=self._on_connect)  # fmt: skip
+        self.retries = Retries()  # both links' reconnects and retried requests
+        self.link.retries = self.sub_link.retries = self.retries
         self.log = CatalogLog(self.link, self.sub_link, self.catalog, self._catalog_changed)
         self.coordination: CatalogLog | None = None  # shared groups' log, once asked for
         self.admin = Admin(self.link, self.sub_link, self.catalog, self.log,

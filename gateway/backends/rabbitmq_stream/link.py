@@ -21,6 +21,7 @@ from typing import Final, TypeVar
 import structlog
 import trio
 
+from gateway.backends.base import Retries
 from gateway.backends.rabbitmq_stream.conn import Connection, Settings
 from gateway.backends.rabbitmq_stream.handshake import connect
 from gateway.backends.watchdog import Watchdog
@@ -54,6 +55,7 @@ class Link:
         self.conn: Connection | None = None
         self.generation = 0  # bumped on every new connection
         self.last_error = "not connected yet"
+        self.retries = Retries()  # the backend's, once it hands it over
         self._connected = trio.Event()
 
     @property
@@ -97,6 +99,7 @@ class Link:
                 conn = self.conn
                 if conn is None or not conn.alive or time.monotonic() + delay > deadline:
                     raise
+            self.retries("request")
             await trio.sleep(delay)
             delay = min(delay * 2, 1.0)
 
@@ -104,7 +107,11 @@ class Link:
         """Connect, serve, reconnect with backoff; forever (until cancelled)."""
         task_status.started()
         backoff = MIN_BACKOFF_S
+        first = True
         while True:
+            if not first:
+                self.retries("reconnect")
+            first = False
             try:
                 conn = await connect(self.settings, self.watchdog, self.name)
             except BackendUnavailable as exc:

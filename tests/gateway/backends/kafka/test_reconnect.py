@@ -61,7 +61,10 @@ async def recovers(kafka: KafkaBackend, stopped: Tansu, log_path: Path) -> None:
 
 
 async def test_reconnects_after_the_broker_restarts(tansu: Tansu, kafka: KafkaBackend) -> None:
+    retried: list[str] = []
+    kafka.retries.listen(retried.append)  # what streamgate_backend_retries_total counts
     await round_trip(kafka)
+    assert retried == []
     await tansu.stop()
     with trio.fail_after(LIMIT_S):
         with pytest.raises(BackendUnavailable):
@@ -71,6 +74,7 @@ async def test_reconnects_after_the_broker_restarts(tansu: Tansu, kafka: KafkaBa
         with pytest.raises(BackendUnavailable):  # fails fast while down: no wait per command
             await kafka.ping()
     await recovers(kafka, tansu, tansu.log_path)
+    assert retried and set(retried) == {"reconnect"}, retried
 
 
 async def test_starts_while_the_broker_is_down(tmp_path: Path, tansu: Tansu) -> None:
