@@ -155,6 +155,12 @@ class Request:
                 ctx.protocol, self.command or ctx.wire_command, ctx.wire_command,
                 max(0.0, elapsed - ctx.command_s), self.error_type,
             )  # fmt: skip
+        if self.error_type == "forbidden" and not ctx.errors:
+            # A permission the listener checked itself (Iggy's and RabbitMQ Stream's finer
+            # checks, before any command): counted with the router's refusals.
+            meters.metrics.authorization_denied.labels(
+                ctx.protocol, self.command or ctx.wire_command
+            ).inc()
         meters.overhead(ctx.wire_command).observe(max(0.0, elapsed - ctx.command_s))
 
 

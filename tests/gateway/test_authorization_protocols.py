@@ -232,6 +232,19 @@ def denied_total(gateway: Gateway, protocol: str, command: str) -> float:
     raise AssertionError(f"{wanted} not in /metrics")
 
 
+def denied_by_protocol(gateway: Gateway, protocol: str) -> float:
+    """Every refusal counted for ``protocol``, the router's and the listener's own."""
+    url = f"http://{gateway.addresses['admin']}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    return sum(
+        float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith("streamgate_authorization_denied_total{")
+        and f'protocol="{protocol}"' in line
+    )
+
+
 async def test_kafka_matrix(tmp_path: Path) -> None:
     async with secured(tmp_path) as gw:
 
@@ -365,6 +378,8 @@ async def test_iggy_matrix(tmp_path: Path) -> None:
                 await client.ping()
 
         await in_thread(lambda: run_async(scenario, 40), limit_s=LIMIT_S)
+        # Six refusals above, whichever checked them (the listener's own or the router).
+        assert await in_thread(lambda: denied_by_protocol(gw, "iggy")) >= 6
 
 
 # --- RabbitMQ Stream (rstream) -------------------------------------------------------------------
@@ -420,3 +435,5 @@ async def test_rabbitmq_stream_matrix(tmp_path: Path) -> None:
             assert listed(gw, "iggy") == {"readable", "other"}
 
         await in_thread(stored)
+        # Four refusals above (two publishes, a create, a delete), all counted.
+        assert await in_thread(lambda: denied_by_protocol(gw, "rabbitmq_stream")) >= 4
