@@ -33,6 +33,8 @@ from gateway.coordination import (
     SharedGroups,
     UserStore,
 )
+from gateway.coordination.login_guard import LoginGuard, LoginLimits
+from gateway.listen_error import naming_address
 from gateway.listeners.connection import Drain, Handler, Limits, ListenerInfo, serve_protocol
 from gateway.listeners.iggy import (
     IggyGroups,
@@ -233,6 +235,9 @@ async def serve_gateway(
         max_connections=config.limits.max_connections,
         idle_timeout_s=config.limits.idle_timeout_s,
         drain_timeout_s=config.limits.drain_timeout_s,
+        max_preauth_frame_bytes=config.limits.max_preauth_frame_bytes,
+        auth_timeout_s=config.limits.auth_timeout_s,
+        request_timeout_s=config.limits.request_timeout_s,
     )
     tls = server_tls(config)  # before anything starts: unreadable certificates stop it here
     coordinator = _groups(config, backend)
@@ -255,6 +260,7 @@ async def serve_gateway(
             root_username=config.auth.root_username,
             root_password=config.auth.root_password,
             path=users_path(config),
+            guard=LoginGuard(_login_limits(config)),
         )
         required = requiring_authentication(config)
         log.info(anonymous_summary(config.auth.anonymous, required))
@@ -288,10 +294,12 @@ async def serve_gateway(
             for protocol, handler, port, host in services:
                 tls_config = getattr(config.listeners, protocol).tls
                 for bind, port_tls, advertised in _ports(port, tls_config, tls.get(protocol)):
-                    info = await nursery.start(
-                        _serve, protocol, handler, host, bind, metrics, limits, drain,
-                        config.reuse_port, access_log, port_tls, advertised,
-                    )  # fmt: skip
+                    with naming_address(protocol, host, bind):
+                        info = await nursery.start(
+                            _serve, protocol, handler, host, bind, metrics, limits, drain,
+                            config.reuse_port, access_log, port_tls, advertised,
+                            _authenticates(config, protocol),
+                        )  # fmt: skip
                     running.listeners.append(info)
             await _record_listeners(backend, config, running.listeners)
             if config.admin.enabled:
@@ -305,15 +313,17 @@ async def serve_gateway(
                 )
                 admin_tls = tls.get("admin")
                 side = admin_tls is not None and config.admin.tls.port >= 0
-                running.admin = await outer.start(
-                    _admin, host, config.admin.port, metrics, health, status,
-                    None if side else admin_tls,
-                )  # fmt: skip
-                if side:
-                    running.admin_tls = await outer.start(
-                        _admin, host, config.admin.tls.port, metrics, health, status,
-                        admin_tls, False,
+                with naming_address("admin", host, config.admin.port):
+                    running.admin = await outer.start(
+                        _admin, host, config.admin.port, metrics, health, status,
+                        None if side else admin_tls,
                     )  # fmt: skip
+                if side:
+                    with naming_address("admin (tls)", host, config.admin.tls.port):
+                        running.admin_tls = await outer.start(
+                            _admin, host, config.admin.tls.port, metrics, health, status,
+                            admin_tls, False,
+                        )  # fmt: skip
                 elif admin_tls is not None:
                     running.admin_tls = running.admin
             health.listeners_bound = True
@@ -419,13 +429,33 @@ async def _serve(
     access_log: AccessLog | None,
     tls: ServerTls | None = None,
     advertised_port: int | None = None,
+    authenticates: bool = False,
     task_status: trio.TaskStatus[ListenerInfo] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     await serve_protocol(
         protocol, handler, host=host, port=port, metrics=metrics, limits=limits, drain=drain,
         reuse_port=reuse_port, access_log=access_log, tls=tls, advertised_port=advertised_port,
-        task_status=task_status,
+        authenticates=authenticates, task_status=task_status,
     )  # fmt: skip
+
+
+def _login_limits(config: Config) -> LoginLimits:
+    a = config.auth
+    return LoginLimits(
+        hash_threads=a.hash_threads, max_pending_logins=a.max_pending_logins,
+        login_failures=a.login_failures, login_failure_window_s=a.login_failure_window_s,
+        login_backoff_s=a.login_backoff_s, login_max_backoff_s=a.login_max_backoff_s,
+        peer_login_rate=a.peer_login_rate, peer_login_burst=a.peer_login_burst,
+        max_tracked=a.login_tracked, user_backoff=a.user_login_backoff,
+    )  # fmt: skip
+
+
+def _authenticates(config: Config, protocol: str) -> bool:
+    """Whether the listener's clients log in (held to the pre-login limits until they have):
+    Rog never, Kafka with SASL only, Iggy (login) and RabbitMQ Stream (Open) always."""
+    if protocol == "kafka":
+        return config.listeners.kafka.sasl
+    return protocol in ("iggy", "rabbitmq_stream")
 
 
 def _scope(config: Config) -> str:

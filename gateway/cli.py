@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from gateway import __version__
+from gateway.backends.base import BackendUrlError
 from gateway.client import add_client_commands, run_client
 from gateway.client.users import add_users_command, run_users
-from gateway.config import ConfigError, load, parse_assignment
+from gateway.config import Config, ConfigError, load, parse_assignment
 from gateway.model import GatewayError
+from gateway.redact import mask_url
 
 if TYPE_CHECKING:
     from gateway.bench.kafka import GatewayChild
@@ -209,31 +211,39 @@ def _announce(
         print(f"admin listening on http://{admin[0]}:{admin[1]} ({endpoints})", flush=True)
 
 
-def _trio_run(fn: Any, *args: Any) -> int:
+def _trio_run(fn: Any, config: Config, *args: Any) -> int:
     try:
-        trio.run(fn, *args)
+        trio.run(fn, config, *args)
     except BaseException as exc:
         found = _startup_failure(exc)
         if found is None:
             raise
-        # One line, no traceback: a port in use, a data directory another process owns...
-        print(f"streamgate: {found}", file=sys.stderr)
-        return 1
+        # One line, no traceback: a port in use, a data directory another process owns, a
+        # backend URL refused (a usage error: 2)... and whatever the backend URL holds secret
+        # taken out of it, whoever wrote the message.
+        message = mask_url(config.backend.url).redact(_one_line(found))
+        print(f"streamgate: {message}", file=sys.stderr)
+        if isinstance(found, BackendUrlError):
+            return 2
+        return int(getattr(found, "exit_code", 1))  # a worker's (supervisor.WorkerFailed)
     return 0
 
 
-def _startup_failure(exc: BaseException) -> str | None:
-    """The message of what stopped ``run`` (an ``OSError``, a ``GatewayError``) when it is
-    reported as one line, looking inside the nurseries' exception groups."""
-    if isinstance(exc, GatewayError):
-        return exc.message
-    if isinstance(exc, OSError):
-        return str(exc)
+def _startup_failure(exc: BaseException) -> BaseException | None:
+    """What stopped ``run`` when it is reported as one line (an ``OSError``, a
+    ``GatewayError``, a refused backend URL), looking inside the nurseries' exception groups."""
+    if isinstance(exc, GatewayError | OSError | BackendUrlError):
+        return exc
     if isinstance(exc, BaseExceptionGroup):
         for inner in exc.exceptions:
             if (found := _startup_failure(inner)) is not None:
                 return found
     return None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = exc.message if isinstance(exc, GatewayError) else str(exc)
+    return " ".join(text.split())
 
 
 def _endpoint(stack: contextlib.ExitStack, args: argparse.Namespace, given: str | None,

@@ -110,6 +110,8 @@ class GroupsConfig:
 
 
 ANONYMOUS_ACCESS = ("auto", "none", "read", "write", "manage")
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+LOG_FORMATS = ("auto", "console", "json")
 
 
 @dataclass(slots=True)
@@ -130,6 +132,27 @@ class AuthConfig:
     # the user "anonymous": none | read | write | manage (every stream), or "auto": everything
     # while no listener requires authentication, nothing once one does (gateway/authorization.py).
     anonymous: str = "auto"
+    # Login floods (gateway/coordination/login_guard.py). Password hashes (scrypt, ~16 MiB each)
+    # run on hash_threads threads of their own; max_pending_logins more logins wait, the next is
+    # refused at once as a transient failure.
+    hash_threads: int = 2
+    max_pending_logins: int = 64
+    # After login_failures failed logins from one address, or for one username, each within
+    # login_failure_window_s of the one before, the next are refused without hashing for
+    # login_backoff_s, doubled for every further failure up to login_max_backoff_s; a success
+    # resets (0 failures = no backoff).
+    login_failures: int = 5
+    # Also per username, from any address (stops a brute force spread over addresses, but lets
+    # anyone lock a user out by failing on purpose): off unless asked.
+    user_login_backoff: bool = False
+    login_failure_window_s: float = 60.0
+    login_backoff_s: float = 1.0
+    login_max_backoff_s: float = 60.0
+    # Logins a second per client address, failed or not, with bursts of peer_login_burst
+    # (0 = no limit); addresses and usernames tracked at most login_tracked each (LRU).
+    peer_login_rate: float = 10.0
+    peer_login_burst: int = 50
+    login_tracked: int = 10_000
 
     def user_map(self) -> dict[str, str]:
         out: dict[str, str] = {}
@@ -201,6 +224,9 @@ class LimitsConfig:
     max_connections: int = 4096
     idle_timeout_s: float = 600.0
     drain_timeout_s: float = 10.0
+    max_preauth_frame_bytes: int = 64 << 10  # until the login; 0 = max_frame_bytes
+    auth_timeout_s: float = 10.0  # to log in, on listeners that authenticate; 0 = none
+    request_timeout_s: float = 30.0  # from a frame's first byte to its last; 0 = none
 
 
 @dataclass(slots=True)
@@ -401,6 +427,13 @@ def _check(config: Config) -> None:
     for name in ("rog", "kafka", "iggy", "rabbitmq_stream"):
         _check_tls(f"listeners.{name}.tls", getattr(config.listeners, name).tls, config.workers)
     _check_tls("admin.tls", config.admin.tls, config.workers)
+    if config.log.level.lower() not in LOG_LEVELS:
+        raise ConfigError(f"log.level: one of {', '.join(LOG_LEVELS)}, not {config.log.level!r}")
+    if config.log.format not in LOG_FORMATS:
+        raise ConfigError(f"log.format: one of {', '.join(LOG_FORMATS)}, not {config.log.format!r}")
+    _check_fsync(config.backend.fsync)
+    _check_ports(config)
+    _check_login_limits(config.auth)
     if config.auth.anonymous not in ANONYMOUS_ACCESS:
         raise ConfigError(
             f"auth.anonymous: one of {', '.join(ANONYMOUS_ACCESS)}, not {config.auth.anonymous!r}"
@@ -427,6 +460,46 @@ def _check(config: Config) -> None:
             f"metrics.{given} is set but metrics.{missing} is not: lag is sampled for the groups"
             ' AND topics they match ("*" for every one)'
         )
+
+
+def _check_ports(config: Config) -> None:
+    # The kernel would take 99999 as 34463 (it keeps 16 bits): a typo must not bind elsewhere.
+    ports: list[tuple[str, int, int]] = [("admin.port", config.admin.port, 0),
+                                         ("admin.tls.port", config.admin.tls.port, -1)]  # fmt: skip
+    for name in ("rog", "kafka", "iggy", "rabbitmq_stream"):
+        listener = getattr(config.listeners, name)
+        ports += [(f"listeners.{name}.port", listener.port, 0),
+                  (f"listeners.{name}.tls.port", listener.tls.port, -1)]  # fmt: skip
+    for key, port, lowest in ports:
+        if not lowest <= port <= 65535:
+            also = "-1 (TLS on the listener's own port) or " if lowest < 0 else ""
+            raise ConfigError(f"{key}: {also}0 to 65535, not {port}")
+
+
+def _check_fsync(spec: str) -> None:
+    # The embedded store's own parser, so that the two never disagree; refused here, before
+    # anything starts, whatever the backend (a typo is one still).
+    from gateway.backends.embedded.fsync import FsyncPolicy
+    from gateway.model import InvalidRequest
+
+    try:
+        FsyncPolicy.parse(spec)
+    except InvalidRequest as exc:
+        raise ConfigError(f"backend.fsync: {exc.message}") from None
+
+
+def _check_login_limits(auth: AuthConfig) -> None:
+    for key in ("hash_threads", "login_tracked"):
+        if getattr(auth, key) < 1:
+            raise ConfigError(f"auth.{key}: must be 1 or more, not {getattr(auth, key)}")
+    for key in ("max_pending_logins", "login_failures", "peer_login_rate"):
+        if getattr(auth, key) < 0:
+            raise ConfigError(f"auth.{key}: must be 0 or more, not {getattr(auth, key)}")
+    for key in ("login_failure_window_s", "login_backoff_s", "login_max_backoff_s"):
+        if not getattr(auth, key) > 0:
+            raise ConfigError(f"auth.{key}: must be more than 0, not {getattr(auth, key)}")
+    if auth.peer_login_rate > 0 and auth.peer_login_burst < 1:
+        raise ConfigError(f"auth.peer_login_burst: must be 1 or more, not {auth.peer_login_burst}")
 
 
 def parse_assignment(text: str) -> tuple[str, str]:

@@ -379,6 +379,10 @@ CONNECTION_ERROR_REASONS = (
     "reset",
     "internal",
     "tls",  # a failed TLS handshake, or a TLS client on a plaintext port
+    "preauth_frame_too_large",  # above limits.max_preauth_frame_bytes before the login
+    "auth_timeout",  # not logged in within limits.auth_timeout_s
+    "request_timeout",  # a frame not whole within limits.request_timeout_s of its first byte
+    "login_throttled",  # a login refused unhashed: backoff, rate limit, full queue (auth.*)
 )
 
 __all__ = [

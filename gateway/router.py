@@ -18,6 +18,7 @@ from gateway.access_log import AccessLog, Client, Line, batch_bytes
 from gateway.authorization import Authorizer
 from gateway.backends import Backend, NativeGroups, NativeProducerIds, NativePublisherDedup
 from gateway.coordination import Groups, ProducerIds, SharedGroups, UserStore
+from gateway.coordination.login_guard import LoginRefused
 from gateway.metrics import Metrics
 from gateway.model import (
     Append,
@@ -252,6 +253,8 @@ class Router:
             m.observe_command(ctx.protocol, name, ctx.wire_command, elapsed, exc.error_type)
             m.backend_request_duration.labels(m.backend, name, "error").observe(elapsed)
             m.backend_errors.labels(m.backend, exc.error_type).inc()
+            if isinstance(exc, LoginRefused):  # backoff, rate limit or a full login queue
+                m.connection_errors.labels(ctx.protocol, "login_throttled").inc()
             if self.access_log is not None:
                 self.access_log.command(cmd, ctx, None, elapsed, None, exc.error_type)
             raise

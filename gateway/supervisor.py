@@ -48,6 +48,7 @@ from prometheus_client.multiprocess import MultiProcessCollector, mark_process_d
 from gateway.access_log import worker_path
 from gateway.admin_http import serve_admin
 from gateway.config import Config
+from gateway.listen_error import naming_address
 from gateway.metrics import WorkerProcesses
 from gateway.model import GatewayError
 from gateway.status_page import StatusBoard, WorkerState
@@ -58,6 +59,7 @@ _LISTENERS = ("rog", "kafka", "iggy", "rabbitmq_stream")
 _START_WITHIN_S = 60.0
 _RESTART_AFTER_S = 1.0
 _READY_CHECK_S = 1.0
+_ERROR_PREFIX = b"streamgate: "  # how ``streamgate run`` begins the line of what stopped it
 
 
 class WorkersRefused(ValueError):
@@ -65,7 +67,12 @@ class WorkersRefused(ValueError):
 
 
 class WorkerFailed(GatewayError):
-    """A worker that could not start; ``streamgate run`` reports it as one line."""
+    """A worker that could not start; ``streamgate run`` reports it as one line and exits with
+    the worker's code when it said why (2: a usage error such as a refused backend URL)."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 def check_workers(config: Config) -> None:
@@ -86,6 +93,7 @@ class _Worker:
     listening: dict[str, str] = field(default_factory=dict)
     ready: trio.Event = field(default_factory=trio.Event)
     starts: int = 0
+    error: str = ""  # its last ``streamgate: ...`` line on stderr (what stopped it)
 
     def state(self) -> WorkerState:
         running = self.process is not None and self.process.returncode is None
@@ -127,6 +135,9 @@ def _worker_args(
         extra += ["--set", f"auth.users_file={state_dir}/users.json"]
     for name, port in ports.items():
         extra += ["--set", f"listeners.{name}.port={port}"]
+    if config.log.format == "auto" and sys.stderr.isatty():
+        # Their stderr is a pipe to this process (_read_errors): "auto" would mean JSON there.
+        extra += ["--set", "log.format=console"]
     return [sys.executable, "-m", "gateway.cli", *argv, *extra]
 
 
@@ -145,7 +156,8 @@ async def run_workers(
             continue
         hosts[name] = config.listener_host(listener)
         if listener.port == 0:
-            sock = _reserve(hosts[name])
+            with naming_address(name, hosts[name], 0):
+                sock = _reserve(hosts[name])
             reserved.append(sock)
             ports[name] = sock.getsockname()[1]
         else:
@@ -188,9 +200,10 @@ async def run_workers(
                         scope=f"{len(workers)} workers, their metrics summed",
                         workers=lambda: [w.state() for w in workers],
                     )
-                    admin = await nursery.start(
-                        _serve_admin, host, config.admin.port, registry, workers, status
-                    )
+                    with naming_address("admin", host, config.admin.port):
+                        admin = await nursery.start(
+                            _serve_admin, host, config.admin.port, registry, workers, status
+                        )
                 if announce is not None:
                     announce(
                         Supervised(
@@ -250,14 +263,18 @@ async def _keep_running(
     it again after a second whenever it dies unasked."""
     while True:
         process = await trio.lowlevel.open_process(
-            command, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env
-        )
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+            env=env,
+        )  # fmt: skip
         worker.process = process
         worker.starts += 1
         worker.listening = {}
+        worker.error = ""
         try:
-            assert process.stdout is not None
-            await _read_output(worker, process.stdout)
+            assert process.stdout is not None and process.stderr is not None
+            async with trio.open_nursery() as pipes:
+                pipes.start_soon(_read_errors, worker, process.stderr)
+                await _read_output(worker, process.stdout)
             await process.wait()
         finally:
             if process.returncode is None:
@@ -269,8 +286,10 @@ async def _keep_running(
         if stopping():
             return
         if not worker.ready.is_set():
-            # It never started (a port taken, a backend URL it refuses): it would fail again;
-            # its own one line is on stderr already, this is the supervisor's.
+            # It never started (a port taken, a backend URL it refuses): it would fail again.
+            # Its one line is said once, by the supervisor, not once per worker.
+            if worker.error:
+                raise WorkerFailed(worker.error, 2 if process.returncode == 2 else 1)
             raise WorkerFailed(
                 f"worker {worker.index} exited with code {process.returncode} before it was "
                 "ready (its error is above)"
@@ -295,6 +314,25 @@ async def _read_output(worker: _Worker, stdout: trio.abc.ReceiveStream) -> None:
                 continue
             out.write(line + b"\n")
             out.flush()
+
+
+async def _read_errors(worker: _Worker, stderr: trio.abc.ReceiveStream) -> None:
+    """Pass the worker's stderr (its logs) on, except the ``streamgate: ...`` line of a worker
+    that stops before it is ready: every worker would say the same, the supervisor says it once."""
+    out = sys.stderr.buffer
+    pending = b""
+    async for chunk in stderr:
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
+            if line.startswith(_ERROR_PREFIX):
+                worker.error = line[len(_ERROR_PREFIX) :].decode(errors="replace")
+                if not worker.ready.is_set():
+                    continue
+            out.write(line + b"\n")
+            out.flush()
+    if pending:
+        out.write(pending)
+        out.flush()
 
 
 async def _serve_admin(

@@ -26,8 +26,11 @@ newer file (a stat: inode, size, mtime), so a user created through one gateway l
 all.
 
 Methods that hash a password (``login``, ``create_user``, ``change_password``, ``authenticate``)
-are async and run scrypt in a worker thread; the rest are synchronous. Every change happens
-between two checkpoints, so concurrent trio tasks need no lock.
+are async and run scrypt in a worker thread of the store's ``LoginGuard`` (its own bounded
+limiter, never the default one the embedded store's fsyncs wait in); ``authenticate`` also goes
+through the guard's backoff and rate limits first (gateway/coordination/login_guard.py). The rest
+are synchronous. Every change happens between two checkpoints, so concurrent trio tasks need no
+lock.
 """
 
 from __future__ import annotations
@@ -72,6 +75,7 @@ from .credentials import (
     token_digest,
     verify_password,
 )
+from .login_guard import LoginGuard
 
 # Advertised by the Kafka listener; authenticate() also takes "TOKEN" (an Iggy PAT).
 MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
@@ -104,8 +108,10 @@ class UserStore:
         root_password: str = "iggy",
         path: str | Path | None = None,
         clock: Callable[[], int] = _now_us,
+        guard: LoginGuard | None = None,
     ) -> None:
         self._path = Path(path) if path is not None else None
+        self.guard = guard if guard is not None else LoginGuard()
         self._clock = clock
         self._accounts: dict[int, Account] = {}
         self._next_id = ROOT_ID + 1
@@ -141,26 +147,34 @@ class UserStore:
         and nonce, and its proof is verified here against the user's StoredKey."""
         if cmd.mechanism != "TOKEN" and cmd.mechanism not in MECHANISMS:
             raise Unsupported(f"SASL mechanism {cmd.mechanism} is not supported")
+        username = "" if cmd.mechanism == "TOKEN" else cmd.username
+        self.guard.check(cmd.peer, username)  # backoff and rate limit: before any hashing
+        try:
+            user = await self._authenticate(cmd)
+        except (InvalidCredentials, InvalidToken):
+            self.guard.failed(cmd.peer, username)
+            raise
+        self.guard.succeeded(cmd.peer, username)
+        return AuthenticateResult(user_id=user.id, username=user.username)
+
+    async def _authenticate(self, cmd: Authenticate) -> User:
         if cmd.mechanism in SCRAM_MECHANISMS:
             await trio.lowlevel.checkpoint()
-            user = self._scram_login(cmd.mechanism, cmd.username, cmd.secret)
-            return AuthenticateResult(user_id=user.id, username=user.username)
+            return self._scram_login(cmd.mechanism, cmd.username, cmd.secret)
         try:
             secret = cmd.secret.decode()
         except UnicodeDecodeError:
             raise InvalidCredentials("authentication failed") from None
         if cmd.mechanism == "TOKEN":
-            user = await self.login_with_token(secret)
-        else:
-            user = await self.login(cmd.username, secret)
-        return AuthenticateResult(user_id=user.id, username=user.username)
+            return await self.login_with_token(secret)
+        return await self.login(cmd.username, secret)
 
     async def login(self, username: str, password: str) -> User:
         self._refresh()
         account = self._find(username)
         stored = account.password_hash if account is not None else None
         # An unknown user still costs one hash, so timing does not tell which names exist.
-        ok = await trio.to_thread.run_sync(verify_password, password, stored)
+        ok = await self.guard.hash(lambda: verify_password(password, stored))
         account = self._find(username)  # it may have changed while we hashed
         if not ok or account is None or account.password_hash != stored:
             raise InvalidCredentials(f"authentication failed for user {username!r}")
@@ -234,7 +248,7 @@ class UserStore:
     ) -> User:
         _check_username(username)
         _check_password(password)
-        hashed = await trio.to_thread.run_sync(password_secrets, password)
+        hashed = await self.guard.hash(lambda: password_secrets(password), queue=False)
         with self._changing():
             if self._find(username) is not None:
                 raise UserExists(f"user {username!r} already exists")
@@ -285,8 +299,8 @@ class UserStore:
         _check_password(new)
         self._refresh()
         stored = self._account(user).password_hash
-        ok, hashed = await trio.to_thread.run_sync(
-            lambda: (verify_password(current, stored), password_secrets(new))
+        ok, hashed = await self.guard.hash(
+            lambda: (verify_password(current, stored), password_secrets(new)), queue=False
         )
         with self._changing():
             account = self._account(user)
@@ -299,7 +313,7 @@ class UserStore:
         password asked, unlike Iggy's ChangePassword."""
         _check_password(new)
         self._account(user)
-        hashed = await trio.to_thread.run_sync(password_secrets, new)
+        hashed = await self.guard.hash(lambda: password_secrets(new), queue=False)
         with self._changing():
             self._set_password(self._account(user), hashed)
 

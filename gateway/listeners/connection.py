@@ -4,8 +4,18 @@ One nursery per connection; exactly one task writes to the socket (the protocol'
 it bytes through a bounded memory channel, which is the backpressure: a client that does not
 read makes its own handler wait, nobody else). Limits: max connections, max frame size (the
 codec checks it), idle timeout. A failing connection is logged and closed alone; it never takes
-the listener down. On shutdown the listener stops accepting and every connection finishes the
-request it is working on, then closes (drain). A request is in flight from its first byte the
+the listener down.
+
+Before a client has logged in (a listener that authenticates says so: ``authenticates``; its
+handler calls ``conn.authenticated()`` once a login succeeds) its frames are held to the
+handshake's size (``max_preauth_frame_bytes``: the codec refuses a bigger one unread) and the
+login must be done within ``auth_timeout_s``, so that an anonymous client cannot make the
+gateway buffer 64 MiB frames or hold a connection for ever. A frame, once its first byte is
+read, must arrive whole within ``request_timeout_s`` (slowloris: bytes trickled one at a time
+do not keep the connection open past it).
+
+On shutdown the listener stops accepting and every connection finishes the request it is
+working on, then closes (drain). A request is in flight from its first byte the
 gateway has read: one whose frame has begun to arrive is still read to its end and answered.
 
 With TLS (gateway/tls.py) the handshake runs first, bounded in time, and the protocol handler
@@ -48,9 +58,23 @@ class Limits:
     idle_timeout_s: float = 600.0  # Kafka's connections.max.idle.ms default
     send_queue_frames: int = 64
     drain_timeout_s: float = 10.0
+    # Until the login (RabbitMQ main caps frames at 8 KiB until Open; the largest handshake
+    # frames the clients send, Kafka SaslAuthenticate or an Iggy login with a long PAT, are far
+    # below this). 0 = no separate limit.
+    max_preauth_frame_bytes: int = 64 << 10
+    auth_timeout_s: float = 10.0  # from accept (and TLS handshake) to a successful login
+    request_timeout_s: float = 30.0  # from a frame's first byte to its last; 0 = none
 
 
 class IdleTimeout(Exception):
+    pass
+
+
+class AuthTimeout(Exception):
+    pass
+
+
+class RequestTimeout(Exception):
     pass
 
 
@@ -183,6 +207,7 @@ class Connection:
         tls_principal: str | None = None,
         secure: bool = False,
         advertised_port: int | None = None,
+        authenticated: bool = True,
     ) -> None:
         self.stream = stream
         self.protocol = protocol
@@ -211,6 +236,30 @@ class Connection:
         self._draining = False
         self._receive_scope: trio.CancelScope | None = None
         self._feeding: Receiver | None = None  # the codec ``feed`` is reading for
+        self._authenticated = authenticated
+        self._auth_scope: trio.CancelScope | None = None  # the login deadline (``_Server``)
+        # The codec whose limit is lowered until the login, and the limit it had.
+        self._capped: tuple[Receiver, int] | None = None
+        # When the chunk holding the first byte of the frame now arriving was read (None
+        # between frames), and the last chunk read (its size, when): see ``feed``.
+        self._frame_started: float | None = None
+        self._last_chunk = (0, 0.0)
+
+    @property
+    def is_authenticated(self) -> bool:
+        return self._authenticated
+
+    def authenticated(self) -> None:
+        """The client has logged in: its frames may be as big as ``max_frame_bytes`` from the
+        next one on, and the login deadline is off."""
+        self._authenticated = True
+        if self._capped is not None:
+            codec, limit = self._capped
+            self._capped = None
+            if codec.max_frame_size == self.limits.max_preauth_frame_bytes:  # (not re-tuned)
+                codec.max_frame_size = limit
+        if self._auth_scope is not None:
+            self._auth_scope.deadline = math.inf
 
     def bind(self, **context: object) -> None:
         """Add context (user, client id) to every later log line of this connection; ``user``
@@ -229,14 +278,22 @@ class Connection:
         request is partly read."""
         if self._draining and not self._mid_request():
             return b""
-        idle = self.limits.idle_timeout_s
+        idle, request = self.limits.idle_timeout_s, self.limits.request_timeout_s
+        now = trio.current_time()
+        idle_deadline = now + idle if idle > 0 else math.inf
+        started = self._frame_started
+        # A frame that has begun to arrive has until its deadline, however its bytes trickle.
+        request_deadline = started + request if started is not None and request > 0 else math.inf
         with trio.CancelScope() as scope:
             self._receive_scope = scope
-            with trio.move_on_after(idle if idle > 0 else math.inf) as idle_scope:
+            with trio.move_on_at(min(idle_deadline, request_deadline)) as timer:
                 data = cast(bytes, await self.stream.receive_some(65536))
             self._receive_scope = None
-            if idle_scope.cancelled_caught:
+            if timer.cancelled_caught:
+                if request_deadline <= idle_deadline:
+                    raise RequestTimeout(f"a request still arriving after {request} s")
                 raise IdleTimeout(f"no request for {idle} s")
+            self._last_chunk = (len(data), trio.current_time())
             if self._tls_object is not None and data:
                 data = self._more_records(data)
             if self._sniff_tls:
@@ -270,6 +327,16 @@ class Connection:
     async def feed(self, codec: Receiver) -> None:
         """Hand the codec the next bytes from the client, or the EOF (also the drain's way of
         ending a connection between two requests)."""
+        if not self._authenticated:
+            self._cap(codec)
+        # Handlers feed only when the codec needs more (NEED_DATA), so what it holds is the
+        # beginning of one frame: none, or part of one that began in the last chunk read (a
+        # new one), or in an earlier chunk (the same frame as at the last feed).
+        buffered, (last_size, last_at) = codec.buffered, self._last_chunk
+        if not buffered:
+            self._frame_started = None
+        elif buffered <= last_size or self._frame_started is None:
+            self._frame_started = last_at
         self._feeding = codec
         try:
             data = await self.receive()
@@ -279,6 +346,16 @@ class Connection:
             codec.receive_data(data)
         else:
             codec.receive_eof()
+
+    def _cap(self, codec: Receiver) -> None:
+        """Hold the codec to the pre-login frame size (again after a handshake step raised it:
+        RabbitMQ Stream's Tune comes before Open)."""
+        limit = self.limits.max_preauth_frame_bytes
+        if 0 < limit < codec.max_frame_size:
+            self._capped = (codec, codec.max_frame_size)
+            codec.max_frame_size = limit
+        elif codec.max_frame_size < limit:
+            self._capped = None  # tuned below the cap: that limit stays
 
     async def send(self, data: bytes) -> None:
         """Queue bytes for the writer; waits (pausing this connection) when the queue is full."""
@@ -298,9 +375,8 @@ class Connection:
             self._receive_scope.cancel()
 
     def _mid_request(self) -> bool:
-        """Whether the codec being fed holds part of a frame (read only while draining: it
-        copies what is buffered)."""
-        return self._feeding is not None and bool(self._feeding.trailing_data)
+        """Whether the codec being fed holds part of a frame."""
+        return self._feeding is not None and self._feeding.buffered > 0
 
 
 Handler = Callable[[Connection], Awaitable[None]]
@@ -368,8 +444,10 @@ class _Server:
         access_log: AccessLog | None = None,
         tls: ServerTls | None = None,
         advertised_port: int | None = None,
+        authenticates: bool = False,
     ) -> None:
         self.protocol = protocol
+        self.authenticates = authenticates
         self.tls = tls
         self.advertised_port = advertised_port
         self.handler = handler
@@ -450,6 +528,7 @@ class _Server:
             tls_principal=principal,
             secure=self.tls is not None,
             advertised_port=self.advertised_port,
+            authenticated=not self.authenticates,
         )
         self.drain.connections.add(conn)
         conn.log.debug("connection opened", tls=conn.secure, tls_principal=principal)
@@ -457,16 +536,21 @@ class _Server:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_writer, stream, receive_channel)
                 async with send_channel:
-                    await self.handler(conn)
+                    await self._handle(conn)
             conn.log.debug("connection closed")
         except* TlsError as eg:
             self._fail(conn, "tls", eg)
         except* FrameTooLarge as eg:
-            self._fail(conn, "frame_too_large", eg)
+            authenticated = conn.is_authenticated
+            self._fail(conn, "frame_too_large" if authenticated else "preauth_frame_too_large", eg)
         except* ProtocolError as eg:
             self._fail(conn, "protocol_error", eg)
         except* IdleTimeout as eg:
             self._fail(conn, "idle_timeout", eg)
+        except* AuthTimeout as eg:
+            self._fail(conn, "auth_timeout", eg)
+        except* RequestTimeout as eg:
+            self._fail(conn, "request_timeout", eg)
         except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as eg:
             self._fail(conn, "reset", eg)
         except* Exception as eg:
@@ -474,6 +558,20 @@ class _Server:
             conn.log.error("connection failed", exc_info=eg)
         finally:
             self.drain.connections.discard(conn)
+
+    async def _handle(self, conn: Connection) -> None:
+        """The protocol handler, cut (AuthTimeout) when the client has not logged in by the
+        deadline, whatever it is doing (sending, waiting for its answers, a login underway)."""
+        timeout = self.limits.auth_timeout_s
+        if conn.is_authenticated or timeout <= 0:
+            await self.handler(conn)
+            return
+        with trio.move_on_after(timeout) as scope:
+            conn._auth_scope = scope
+            await self.handler(conn)
+        conn._auth_scope = None
+        if scope.cancelled_caught:
+            raise AuthTimeout(f"not logged in after {timeout} s")
 
     def _fail(self, conn: Connection, reason: str, eg: BaseExceptionGroup[BaseException]) -> None:
         self._errors[reason].inc()
@@ -494,15 +592,20 @@ async def serve_protocol(
     access_log: AccessLog | None = None,
     tls: ServerTls | None = None,
     advertised_port: int | None = None,
+    authenticates: bool = False,
     task_status: trio.TaskStatus[ListenerInfo] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Accept connections for one protocol until cancelled or drained; with ``reuse_port``
     other processes (``--workers``) bind the same port and the kernel spreads connections;
     every command and self-answered request lands in ``access_log`` when there is one. With
     ``tls`` every connection is TLS; ``advertised_port`` replaces the port its discovery answers
-    carry (0 = the port connected to: a TLS port beside a plaintext one)."""
+    carry (0 = the port connected to: a TLS port beside a plaintext one). With
+    ``authenticates`` a connection is held to the pre-login limits until its handler calls
+    ``conn.authenticated()``."""
     drain = drain if drain is not None else Drain()
-    server = _Server(protocol, handler, metrics, limits, drain, access_log, tls, advertised_port)
+    server = _Server(
+        protocol, handler, metrics, limits, drain, access_log, tls, advertised_port, authenticates
+    )
     if reuse_port:
         listeners = await open_reuse_port_listeners(port, host=host)
     else:
@@ -564,6 +667,7 @@ async def _close_on_drain(drain: Drain, scope: trio.CancelScope) -> None:
 
 
 __all__ = [
-    "Connection", "Drain", "Handler", "IdleTimeout", "Limits", "ListenerInfo", "Request",
-    "RequestMeters", "advertised_address", "open_reuse_port_listeners", "serve_protocol",
+    "AuthTimeout", "Connection", "Drain", "Handler", "IdleTimeout", "Limits", "ListenerInfo",
+    "Request", "RequestMeters", "RequestTimeout", "advertised_address",
+    "open_reuse_port_listeners", "serve_protocol",
 ]  # fmt: skip

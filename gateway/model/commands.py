@@ -292,6 +292,8 @@ class Authenticate(Command[r.AuthenticateResult]):
     username: str = ""
     # the password, the token, or a SCRAM exchange's transcript (AuthMessage ",p=" proof)
     secret: bytes = b""
+    # the client's address ("host:port"), for failed-login backoff; "" = not tracked
+    peer: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

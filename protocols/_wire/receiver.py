@@ -21,6 +21,22 @@ class Receiver:
     def trailing_data(self) -> bytes:
         return self._buffer.unparsed()
 
+    @property
+    def buffered(self) -> int:
+        """How many bytes ``trailing_data`` holds, without copying them: between two frames 0,
+        else the part of a frame received so far."""
+        return len(self._buffer)
+
+    @property
+    def max_frame_size(self) -> int:
+        return self._buffer.max_frame_size
+
+    @max_frame_size.setter
+    def max_frame_size(self, value: int) -> None:
+        """A new limit, checked from the next frame parsed on (a listener lowers it until the
+        client has logged in)."""
+        self._buffer.max_frame_size = value
+
     def receive_data(self, data: bytes) -> None:
         if self._eof:
             raise LocalProtocolError("receive_data() after receive_eof()")

@@ -90,7 +90,7 @@ async def started(
             if process.returncode is None:
                 yield process, env, log_path
                 return
-            if "Address already in use" not in log_path.read_text(errors="replace"):
+            if "address already in use" not in log_path.read_text(errors="replace").lower():
                 raise AssertionError(f"the gateway exited at start:\n{log_path.read_text()}")
         finally:
             with trio.CancelScope(shield=True):

@@ -257,7 +257,7 @@ async def test_a_worker_that_cannot_start_stops_the_supervisor(
     tansu: Tansu, tmp_path: Path
 ) -> None:
     """The Kafka port is taken by a plain socket: the workers cannot bind it, and instead of
-    starting them again for ever the supervisor exits 1 with one line of its own."""
+    starting them again for ever the supervisor exits 1, saying their one line once."""
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -271,5 +271,7 @@ async def test_a_worker_that_cannot_start_stops_the_supervisor(
             )  # fmt: skip
     assert ran.returncode == 1
     lines = ran.stderr.decode().splitlines()
-    assert any("Address already in use" in line for line in lines), lines
-    assert lines[-1].startswith("streamgate: worker ") and "before it was ready" in lines[-1]
+    expected = f"streamgate: cannot listen for kafka on 127.0.0.1:{port}: address already in use"
+    assert lines.count(expected) == 1 and lines[-1] == expected, lines
+    assert not any(line.startswith("streamgate: ") for line in lines[:-1]), lines
+    assert "Traceback" not in ran.stderr.decode()

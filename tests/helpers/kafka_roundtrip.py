@@ -3,7 +3,13 @@ messages to go through (the TLS-to-the-backend tests): bounded, nothing else."""
 
 from __future__ import annotations
 
-from confluent_kafka import Consumer, Producer
+import os
+import shutil
+import time
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 
 def produce(servers: str, topic: str, values: list[bytes], partition: int = 0) -> None:
@@ -27,4 +33,37 @@ def take(consumer: Consumer, count: int) -> list[bytes]:
     return got
 
 
-__all__ = ["produce", "take"]
+def round_trip(conf: dict[str, Any], topic: str, values: list[bytes]) -> list[bytes]:
+    """Produce ``values`` to partition 0 of ``topic`` with client settings ``conf`` (security
+    included), then read back what is there from offset 0 with the same settings (30 s at
+    most)."""
+    producer = Producer(conf)
+    for value in values:
+        producer.produce(topic, value)
+    assert producer.flush(30) == 0
+    consumer = Consumer({**conf, "group.id": f"g-{topic}", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got: list[bytes] = []
+    try:
+        give_up = time.monotonic() + 30
+        while len(got) < len(values) and time.monotonic() < give_up:
+            message = consumer.poll(0.5)
+            if message is not None:
+                assert message.error() is None, message.error()
+                got.append(message.value() or b"")
+    finally:
+        consumer.close()
+    return got
+
+
+def kcat_path() -> str:
+    """Debian's kcat: a failure under CI=true when missing, else a skip naming the package."""
+    path = shutil.which("kcat")
+    if path is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("kcat is not installed; CI must run these tests (apt-get install kcat)")
+        pytest.skip("kcat is not installed (apt-get install kcat)")
+    return path
+
+
+__all__ = ["kcat_path", "produce", "round_trip", "take"]

@@ -129,6 +129,7 @@ class Session:
         self.user = user
         self.client.user_id = user.id
         self.conn.bind(user=user.username)
+        self.conn.authenticated()
 
     def log_out(self) -> None:
         self.user = None

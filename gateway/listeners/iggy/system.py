@@ -29,14 +29,19 @@ async def ping(s: Session, cmd: fs.Ping) -> None:
 
 async def _password_login(s: Session, username: str, password: str) -> int:
     result = await s.router.execute(
-        Authenticate(mechanism="PLAIN", username=username, secret=password.encode()), s.ctx
+        Authenticate(
+            mechanism="PLAIN", username=username, secret=password.encode(), peer=s.conn.peer
+        ),
+        s.ctx,
     )
     s.log_in(s.users.get_user(result.user_id))
     return result.user_id
 
 
 async def _token_login(s: Session, token: str) -> int:
-    result = await s.router.execute(Authenticate(mechanism="TOKEN", secret=token.encode()), s.ctx)
+    result = await s.router.execute(
+        Authenticate(mechanism="TOKEN", secret=token.encode(), peer=s.conn.peer), s.ctx
+    )
     s.log_in(s.users.get_user(result.user_id))
     return result.user_id
 

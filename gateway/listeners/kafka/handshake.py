@@ -5,7 +5,9 @@ users, the login itself through the router like every login.
 
 Any failure (wrong password, unknown user, a malformed or replayed SCRAM message) is answered
 SASL_AUTHENTICATION_FAILED and the connection closed, as Kafka's SaslServerAuthenticator does; the
-log line names the user and the reason, never a password, proof or key.
+log line names the user and the reason, never a password, proof or key. A login the login guard
+refused unhashed (backoff, rate limit, full login queue: ``auth.*``) is answered the same, its
+error_message saying to try again later and when.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from gateway.coordination.login_guard import LoginRefused
 from gateway.coordination.users import MECHANISMS
 from gateway.listeners.kafka.session import Session
 from gateway.model import Authenticate, GatewayError
@@ -82,12 +85,18 @@ async def sasl_authenticate(session: Session, req: KafkaRequest) -> Any:
         )
     try:
         result = await session.router.execute(
-            Authenticate(mechanism="PLAIN", username=creds.authcid, secret=creds.passwd.encode()),
+            Authenticate(
+                mechanism="PLAIN",
+                username=creds.authcid,
+                secret=creds.passwd.encode(),
+                peer=session.conn.peer,
+            ),
             session.ctx,
         )
     except GatewayError as exc:
-        return _refused(session, req, creds.authcid, exc.message)
+        return _refused(session, req, creds.authcid, exc.message, throttled=_throttled(exc))
     session.authenticated = True
+    session.conn.authenticated()
     session.user = result.username
     session.conn.bind(user=result.username)
     return session.respond(
@@ -133,11 +142,15 @@ async def _scram(session: Session, req: KafkaRequest, mechanism: str) -> Any:
     assert session.ctx is not None
     try:
         result = await session.router.execute(
-            Authenticate(mechanism=mechanism, username=username, secret=transcript), session.ctx
+            Authenticate(
+                mechanism=mechanism, username=username, secret=transcript, peer=session.conn.peer
+            ),
+            session.ctx,
         )
     except GatewayError as exc:
-        return _refused(session, req, username, exc.message)
+        return _refused(session, req, username, exc.message, throttled=_throttled(exc))
     session.authenticated = True
+    session.conn.authenticated()
     session.user = result.username
     session.conn.bind(user=result.username)
     return _sasl_ok(session, req, exchange.server_final(transcript, server_key))
@@ -155,7 +168,14 @@ def _sasl_ok(session: Session, req: KafkaRequest, auth_bytes: bytes) -> Any:
     )
 
 
-def _refused(session: Session, req: KafkaRequest, username: str, error: str) -> Any:
+def _throttled(exc: GatewayError) -> str | None:
+    # Kafka has no transient SASL error: the wait goes in the message the client reports.
+    return exc.message if isinstance(exc, LoginRefused) else None
+
+
+def _refused(
+    session: Session, req: KafkaRequest, username: str, error: str, *, throttled: str | None = None
+) -> Any:
     session.conn.log.info("authentication failed", user=username, error=error)
     # Kafka answers SASL_AUTHENTICATION_FAILED and then closes; the client reports it.
     session.close_after_response = True
@@ -163,7 +183,11 @@ def _refused(session: Session, req: KafkaRequest, username: str, error: str) -> 
         req,
         {
             "error_code": ErrorCode.sasl_authentication_failed,
-            "error_message": "Authentication failed: invalid credentials",
+            "error_message": (
+                f"Authentication failed: {throttled}"
+                if throttled
+                else "Authentication failed: invalid credentials"
+            ),
             "auth_bytes": b"",
         },
     )

@@ -86,6 +86,7 @@ class KafkaService:
             # A verified client certificate is a login, as Kafka's SSL principal is: no SASL
             # handshake needed (a client that does one anyway becomes its SASL user).
             session.authenticated, session.user = True, conn.tls_principal
+            conn.authenticated()
             conn.bind(user=conn.tls_principal)
         handlers = self.handlers
         while True:

@@ -87,7 +87,12 @@ async def _log_in(s: Session, token: bytes) -> int:
     username = creds.authcid
     try:
         result = await s.router.execute(
-            Authenticate(mechanism="PLAIN", username=username, secret=creds.passwd.encode()),
+            Authenticate(
+                mechanism="PLAIN",
+                username=username,
+                secret=creds.passwd.encode(),
+                peer=s.conn.peer,
+            ),
             s.ctx,
         )
         user = s.service.users.get_user(result.user_id)
@@ -151,6 +156,7 @@ async def _open(s: Session, f: rs.Open) -> rs.Frame:
         raise Closed  # as the server: the socket is closed after a refused Open (§4)
     s.state, s.vhost, s.stream, s.stream_id = State.OPEN, f.virtual_host, stream, stream_id
     s.conn.bind(vhost=f.virtual_host)
+    s.conn.authenticated()
     return rs.OpenResponse(
         correlation_id=f.correlation_id,
         code=ResponseCode.OK,

@@ -253,7 +253,8 @@ async def test_oversized_frame_is_closed_without_reading_the_body(
             # Only the header: the gateway must refuse it without waiting for the body.
             await wire.stream.send_all(prefix)
             assert await wire.closed() == b"", prefix[:8]
-        assert errors(gateway, "frame_too_large") == len(prefixes)
+        # before a login: above the pre-login limit (limits.max_preauth_frame_bytes)
+        assert errors(gateway, "preauth_frame_too_large") == len(prefixes)
         assert bytes_received(gateway, "iggy") - before == sum(map(len, prefixes))  # nothing more
         for era in FRAMINGS:  # the listener still serves
             wire = await IggyWire.logged_in(gateway, era)
@@ -305,7 +306,7 @@ async def test_garbage_first_bytes_in_the_legacy_framing(gateway: Running) -> No
     http = b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"  # "GET " is a length of 542 MB
     short = U32_LE.pack(2) + U32_LE.pack(CommandCode.PING)  # no room for the code
     with trio.fail_after(10):
-        for data, reason in ((http, "frame_too_large"), (short, "protocol_error")):
+        for data, reason in ((http, "preauth_frame_too_large"), (short, "protocol_error")):
             before = errors(gateway, reason)
             wire = await IggyWire.open(gateway, Era.B)
             await wire.stream.send_all(data)
@@ -333,10 +334,15 @@ class Garbage:
 def _garbage_kinds() -> list[Garbage]:
     legacy_ping = encode_legacy_request(CommandCode.PING, b"")
     return [
-        Garbage(b"GET / HTTP/1.1\r\n\r\n", reason="frame_too_large"),
-        Garbage(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(40), eof=True),  # TLS
+        Garbage(b"GET / HTTP/1.1\r\n\r\n", reason="preauth_frame_too_large"),
+        # TLS: a legacy length of 33 MB, above the pre-login limit
+        Garbage(
+            b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(40),
+            eof=True,
+            reason="preauth_frame_too_large",
+        ),
         Garbage(U32_LE.pack(1) + U32_LE.pack(1)),
-        Garbage(vsr_header(size=2**32 - 1), reason="frame_too_large"),
+        Garbage(vsr_header(size=2**32 - 1), reason="preauth_frame_too_large"),
         Garbage(vsr_header(size=HEADER_SIZE, command=COMMAND_REPLY)),
         Garbage(vsr_header(size=HEADER_SIZE + 10)[:200], eof=True),
         Garbage(legacy_ping[:5], eof=True),
@@ -350,7 +356,8 @@ def _garbage_kinds() -> list[Garbage]:
 async def test_garbage_connections_do_not_disturb_a_real_client(gateway: Running) -> None:
     kinds = _garbage_kinds()
     chosen = [kinds[i % len(kinds)] for i in range(50)]
-    before = {r: errors(gateway, r) for r in ("protocol_error", "frame_too_large")}
+    reasons = ("protocol_error", "frame_too_large", "preauth_frame_too_large")
+    before = {r: errors(gateway, r) for r in reasons}
     connected = trio.Event()
     go = trio.Event()
     opened = 0
@@ -402,7 +409,7 @@ async def test_garbage_connections_do_not_disturb_a_real_client(gateway: Running
             got = await run_iggy(gateway, lambda c: real_client(c, "while-closing", values))
             assert got == values
     assert outcomes == [True] * len(chosen)
-    for reason in ("protocol_error", "frame_too_large"):
+    for reason in reasons:
         closed = sum(1 for k in chosen if k.answer is None and k.reason == reason)
         assert errors(gateway, reason) == before[reason] + closed, reason
     assert errors(gateway, "internal") == 0

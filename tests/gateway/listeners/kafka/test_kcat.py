@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import uuid
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from gateway.app import Running
 from gateway.model import DEFAULT_STREAM, Read, Topic
 from protocols.kafka import Compression, parse_header
+from tests.helpers.kafka_roundtrip import kcat_path as find_kcat
 
 from .conftest import bootstrap, in_thread
 
@@ -41,18 +41,9 @@ FORMAT = r"%k\t%s\t%p\t%o\t%T\t%h\n"
 QUERY_LINE = re.compile(r"^(?P<topic>\S+) \[(?P<partition>\d+)\] offset (?P<offset>-?\d+)$")
 
 
-def _kcat_path() -> str:
-    path = shutil.which("kcat")
-    if path is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("kcat is not installed; CI must run these tests (apt-get install kcat)")
-        pytest.skip("kcat is not installed (apt-get install kcat)")
-    return path
-
-
 @pytest.fixture
 def kcat_path() -> str:
-    return _kcat_path()
+    return find_kcat()
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import os
-import shutil
 import subprocess
 import uuid
 from collections.abc import AsyncIterator
@@ -27,6 +25,7 @@ from protocols._wire.scram import ScramClient
 from protocols.kafka.build import build
 from protocols.kafka.framing import KafkaClientCodec, KafkaResponse
 from tests.helpers.gateways import Gateway, running_gateway
+from tests.helpers.kafka_roundtrip import kcat_path
 
 from .conftest import in_thread
 
@@ -153,13 +152,7 @@ async def test_aiokafka_scram_sha_512(gateway: Gateway) -> None:
     assert got == [b"a%d" % i for i in range(N)]
 
 
-def _kcat() -> str:
-    path = shutil.which("kcat")
-    if path is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("kcat is not installed; CI must run these tests (apt-get install kcat)")
-        pytest.skip("kcat is not installed (apt-get install kcat)")
-    return path
+_kcat = kcat_path
 
 
 async def _run_kcat(args: list[str], stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:

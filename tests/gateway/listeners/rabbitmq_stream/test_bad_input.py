@@ -121,7 +121,7 @@ async def test_garbage_before_the_handshake_is_closed_without_a_reply(
         await wire.send_raw(GARBAGE[kind])
         assert await wire.closed() == []
         # A TLS ClientHello on this plaintext port is told apart and counted as a TLS failure.
-        reasons = ("tls",) if kind == "tls" else ("protocol_error", "frame_too_large")
+        reasons = ("tls",) if kind == "tls" else ("protocol_error", "preauth_frame_too_large")
         assert sum(errors(gateway, r) for r in reasons) == 1
         assert errors(gateway, "internal") == 0
 
@@ -522,7 +522,8 @@ async def test_garbage_connections_do_not_disturb_a_real_client(gateway: Running
             )
             assert got == list(enumerate(values))
     assert len(outcomes) == len(chosen)  # every one was closed (what they got: tests above)
-    assert errors(gateway, "protocol_error") + errors(gateway, "frame_too_large") == len(chosen)
+    closed = ("protocol_error", "frame_too_large", "preauth_frame_too_large")
+    assert sum(errors(gateway, reason) for reason in closed) == len(chosen)
     assert errors(gateway, "internal") == 0
     with trio.fail_after(10):  # the listener still serves
         wire = await RabbitWire.connected(gateway)

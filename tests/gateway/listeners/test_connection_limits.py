@@ -1,0 +1,251 @@
+"""The connection pump's bounds on what a client may cost before it logs in and while a frame
+arrives (gateway/listeners/connection.py): the pre-login frame size, the login deadline and the
+request deadline (slowloris), each counted under its reason.
+
+In process, on an ephemeral port, with a fake protocol: ``[u32 size][payload]`` frames; the
+payload ``login`` logs the connection in, any frame is answered with ``ok <size>``.
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+import trio
+from prometheus_client import CollectorRegistry
+
+from gateway.listeners.connection import Connection, Limits, ListenerInfo, serve_protocol
+from gateway.metrics import Metrics
+from protocols._wire import CONNECTION_CLOSED, NEED_DATA, ConnectionClosed, NeedData, Receiver
+from tests.helpers.connections import until_closed
+
+SIZE = struct.Struct(">I")
+FULL = 1 << 20  # the listener's max_frame_bytes
+PREAUTH = 1024
+
+
+class SizedCodec(Receiver):
+    """``[u32 size][payload]``, the size checked against the limit before waiting for the rest."""
+
+    __slots__ = ()
+
+    def next_frame(self) -> bytes | NeedData | ConnectionClosed:
+        buffer = self._buffer
+        head = buffer.consume_exactly(SIZE.size)
+        if head is not None:
+            (size,) = SIZE.unpack(head)
+            buffer.check_size(size)
+            body = buffer.consume_exactly(size)
+            if body is not None:
+                buffer.commit()
+                return body
+        buffer.rollback()
+        return self._idle("frame")
+
+
+async def handle(conn: Connection) -> None:
+    codec = SizedCodec(FULL)
+    while True:
+        frame = codec.next_frame()
+        if frame is NEED_DATA:
+            await conn.feed(codec)
+            continue
+        if frame is CONNECTION_CLOSED:
+            return
+        assert isinstance(frame, bytes)
+        if frame == b"login":
+            conn.authenticated()
+        await conn.send(b"ok %d\n" % len(frame))
+
+
+def frame(payload: bytes) -> bytes:
+    return SIZE.pack(len(payload)) + payload
+
+
+class Listener:
+    def __init__(self, info: ListenerInfo, metrics: Metrics) -> None:
+        self.host, self.port = info.addresses[0]
+        self.metrics = metrics
+
+    def errors(self, reason: str) -> float:
+        value = self.metrics.registry.get_sample_value(
+            "streamgate_connection_errors_total", {"protocol": "rog", "reason": reason}
+        )
+        assert value is not None
+        return value
+
+    async def connect(self) -> trio.SocketStream:
+        return await trio.open_tcp_stream(self.host, self.port)
+
+
+@asynccontextmanager
+async def listening(
+    *,
+    authenticates: bool = True,
+    idle_timeout_s: float = 600.0,
+    auth_timeout_s: float = 10.0,
+    request_timeout_s: float = 30.0,
+) -> AsyncIterator[Listener]:
+    metrics = Metrics(CollectorRegistry())
+    limits = Limits(
+        max_frame_bytes=FULL,
+        max_preauth_frame_bytes=PREAUTH,
+        idle_timeout_s=idle_timeout_s,
+        auth_timeout_s=auth_timeout_s,
+        request_timeout_s=request_timeout_s,
+    )
+    serve = functools.partial(
+        serve_protocol, "rog", handle, host="127.0.0.1", port=0, metrics=metrics,
+        limits=limits, authenticates=authenticates,
+    )  # fmt: skip
+    async with trio.open_nursery() as nursery:
+        info = await nursery.start(serve)
+        yield Listener(info, metrics)
+        nursery.cancel_scope.cancel()
+
+
+async def answers(stream: trio.SocketStream, count: int) -> bytes:
+    got = b""
+    while got.count(b"\n") < count:
+        data = await stream.receive_some(65536)
+        assert data, f"closed after {got!r}"
+        got += data
+    return got
+
+
+async def test_a_frame_above_the_preauth_limit_is_refused_unread() -> None:
+    with trio.fail_after(10):
+        async with listening() as lst:
+            stream = await lst.connect()
+            async with stream:
+                # A small frame is served before the login; a big one closes the connection
+                # as soon as its size is read, without waiting for (or buffering) the rest.
+                await stream.send_all(frame(b"x" * PREAUTH))
+                assert await answers(stream, 1) == b"ok 1024\n"
+                await stream.send_all(SIZE.pack(PREAUTH + 1) + b"y" * 100)
+                assert await until_closed(stream) == b""
+            assert lst.errors("preauth_frame_too_large") == 1
+            assert lst.errors("frame_too_large") == 0
+
+
+async def test_the_limit_is_max_frame_bytes_once_logged_in() -> None:
+    with trio.fail_after(10):
+        async with listening() as lst:
+            stream = await lst.connect()
+            async with stream:
+                await stream.send_all(frame(b"login"))
+                await stream.send_all(frame(b"z" * (FULL - 1)))
+                assert await answers(stream, 2) == b"ok 5\nok %d\n" % (FULL - 1)
+                await stream.send_all(SIZE.pack(FULL + 1))
+                assert await until_closed(stream) == b""
+            assert lst.errors("frame_too_large") == 1
+            assert lst.errors("preauth_frame_too_large") == 0
+
+
+async def test_a_listener_without_login_has_no_preauth_limit_nor_deadline() -> None:
+    with trio.fail_after(10):
+        async with listening(authenticates=False, auth_timeout_s=0.2) as lst:
+            stream = await lst.connect()
+            async with stream:
+                await stream.send_all(frame(b"z" * (PREAUTH * 4)))
+                assert await answers(stream, 1) == b"ok 4096\n"
+                await trio.sleep(0.5)  # past auth_timeout_s: nothing to log in to
+                await stream.send_all(frame(b"again"))
+                assert await answers(stream, 1) == b"ok 5\n"
+            assert lst.errors("auth_timeout") == 0
+
+
+async def test_a_connection_not_logged_in_is_closed_at_the_deadline() -> None:
+    with trio.fail_after(10):
+        async with listening(auth_timeout_s=0.5) as lst:
+            idle, busy, logged_in = await lst.connect(), await lst.connect(), await lst.connect()
+            await logged_in.send_all(frame(b"login"))
+            assert await answers(logged_in, 1) == b"ok 5\n"
+            t0 = trio.current_time()
+            # Small frames keep coming on ``busy``: working is not logging in.
+            async with trio.open_nursery() as nursery:
+
+                async def chatter() -> None:
+                    with pytest.raises((trio.BrokenResourceError, trio.ClosedResourceError)):
+                        while True:
+                            await busy.send_all(frame(b"ping"))
+                            await trio.sleep(0.05)
+
+                nursery.start_soon(chatter)
+                await until_closed(idle)
+                assert trio.current_time() - t0 >= 0.4
+                await until_closed(busy)
+            assert lst.errors("auth_timeout") == 2
+            # The one that logged in stays.
+            await trio.sleep(0.3)
+            await logged_in.send_all(frame(b"still"))
+            assert await answers(logged_in, 1) == b"ok 5\n"
+            for stream in (idle, busy, logged_in):
+                await stream.aclose()
+
+
+async def trickle(stream: trio.SocketStream, data: bytes, every_s: float) -> None:
+    with pytest.raises((trio.BrokenResourceError, trio.ClosedResourceError)):
+        for i in range(len(data)):
+            await stream.send_all(data[i : i + 1])
+            await trio.sleep(every_s)
+        await trio.sleep_forever()
+
+
+@pytest.mark.parametrize("authenticates", [False, True])
+async def test_a_frame_trickled_in_is_cut_at_the_request_deadline(authenticates: bool) -> None:
+    # One byte every 0.05 s keeps a 0.2 s idle timer from ever running out: the request
+    # deadline ends it, counted from its first byte.
+    with trio.fail_after(10):
+        async with listening(
+            authenticates=authenticates, idle_timeout_s=0.2, request_timeout_s=0.8
+        ) as lst:
+            stream = await lst.connect()
+            if authenticates:
+                await stream.send_all(frame(b"login"))
+                assert await answers(stream, 1) == b"ok 5\n"
+            t0 = trio.current_time()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(trickle, stream, frame(b"s" * 200), 0.05)
+                assert await until_closed(stream) == b""
+            assert 0.7 <= trio.current_time() - t0 < 3
+            await stream.aclose()
+            assert lst.errors("request_timeout") == 1
+            assert lst.errors("idle_timeout") == 0
+
+
+async def test_the_request_deadline_is_per_frame() -> None:
+    # Frames sent back to back for longer than request_timeout_s, each cut across two chunks
+    # (the next one beginning in the chunk that ends this one): every frame gets its own
+    # deadline, so a client that streams for long is not taken for a slow one.
+    payload = frame(b"p" * 3000)
+    with trio.fail_after(10):
+        async with listening(authenticates=False, request_timeout_s=0.5) as lst:
+            stream = await lst.connect()
+            async with stream:
+                sent = 0
+                t0 = trio.current_time()
+                pending = payload[:1000]
+                await stream.send_all(pending)
+                while trio.current_time() - t0 < 1.5:
+                    # the rest of one frame and the beginning of the next, 0.1 s apart
+                    await trio.sleep(0.1)
+                    await stream.send_all(payload[1000:] + payload[:1000])
+                    sent += 1
+                assert await answers(stream, sent) == b"ok 3000\n" * sent
+            assert lst.errors("request_timeout") == 0
+
+
+async def test_a_silent_connection_between_frames_is_idle_not_slow() -> None:
+    with trio.fail_after(10):
+        async with listening(authenticates=False, idle_timeout_s=0.3, request_timeout_s=0.1) as lst:
+            stream = await lst.connect()
+            async with stream:
+                await stream.send_all(frame(b"a"))
+                assert await answers(stream, 1) == b"ok 1\n"
+                assert await until_closed(stream) == b""
+            assert lst.errors("idle_timeout") == 1
+            assert lst.errors("request_timeout") == 0
