@@ -35,7 +35,7 @@ from gateway.coordination import (
 )
 from gateway.coordination.login_guard import LoginGuard, LoginLimits
 from gateway.listen_error import naming_address
-from gateway.listeners.connection import Drain, Handler, Limits, ListenerInfo, serve_protocol
+from gateway.listeners.connection import Drain, Handler, Limits
 from gateway.listeners.iggy import (
     IggyGroups,
     IggyService,
@@ -46,6 +46,7 @@ from gateway.listeners.iggy import (
 from gateway.listeners.kafka import KafkaService, KafkaSettings
 from gateway.listeners.rabbitmq_stream import RabbitStreamService, RabbitStreamSettings
 from gateway.listeners.rog import RogService
+from gateway.listeners.serve import ListenerInfo, serve_protocol
 from gateway.metrics import Metrics
 from gateway.model import DEFAULT_STREAM, Topic
 from gateway.router import Router

@@ -13,7 +13,8 @@ from prometheus_client import CollectorRegistry
 
 from gateway.app import Running
 from gateway.config import ConfigError, load
-from gateway.listeners.connection import Connection, Limits, ListenerInfo, serve_protocol
+from gateway.listeners.connection import Connection, Limits
+from gateway.listeners.serve import ListenerInfo, serve_protocol
 from gateway.metrics import Metrics
 from gateway.tls import (
     ServerTls,
