@@ -150,17 +150,15 @@ def produce(gateway: Gateway, user: str, topic: str, value: bytes) -> int:
     return codes[0]
 
 
-def fetch_all(gateway: Gateway, user: str, topic: str) -> list[bytes] | int:
-    """Every message of partition 0 from the start, or the error code of the first failure."""
-    c = KafkaConsumer(_kafka(gateway, user, **{"group.id": f"assign-{user}",
-                                               "enable.auto.commit": False}))  # fmt: skip
-    c.assign([TopicPartition(topic, 0, 0)])
+def _read(c: KafkaConsumer, *, polls: int, enough: int) -> list[bytes] | int:
+    """What ``c`` reads (stopping at a quiet poll once ``enough`` came), or the error code of
+    its first failure; closes ``c``."""
     got: list[bytes] = []
     try:
-        for _ in range(40):
+        for _ in range(polls):
             msg = c.poll(0.25)
             if msg is None:
-                if got:
+                if len(got) >= enough:
                     break
                 continue
             err, value = msg.error(), msg.value()
@@ -171,6 +169,14 @@ def fetch_all(gateway: Gateway, user: str, topic: str) -> list[bytes] | int:
     finally:
         c.close()
     return got
+
+
+def fetch_all(gateway: Gateway, user: str, topic: str) -> list[bytes] | int:
+    """Every message of partition 0 from the start, or the error code of the first failure."""
+    c = KafkaConsumer(_kafka(gateway, user, **{"group.id": f"assign-{user}",
+                                               "enable.auto.commit": False}))  # fmt: skip
+    c.assign([TopicPartition(topic, 0, 0)])
+    return _read(c, polls=40, enough=1)
 
 
 def subscribe(gateway: Gateway, user: str, topic: str) -> list[bytes] | int:
@@ -179,22 +185,7 @@ def subscribe(gateway: Gateway, user: str, topic: str) -> list[bytes] | int:
                                                "auto.offset.reset": "earliest",
                                                "enable.auto.commit": False}))  # fmt: skip
     c.subscribe([topic])
-    got: list[bytes] = []
-    try:
-        for _ in range(60):
-            msg = c.poll(0.25)
-            if msg is None:
-                if len(got) >= len(SEEDS):
-                    break
-                continue
-            err, value = msg.error(), msg.value()
-            if err is not None:
-                return int(err.code())
-            assert value is not None
-            got.append(value)
-    finally:
-        c.close()
-    return got
+    return _read(c, polls=60, enough=len(SEEDS))
 
 
 def admin_code(gateway: Gateway, user: str, op: str, topic: str) -> int:
