@@ -17,6 +17,7 @@ from gateway.listeners.rabbitmq_stream.session import (
     Closed,
     FailureReply,
     FrameHandler,
+    Refused,
     Session,
     State,
     code_reply,
@@ -68,7 +69,7 @@ async def _sasl_authenticate(s: Session, f: rs.SaslAuthenticate) -> rs.Frame:
     if code != ResponseCode.OK:
         await s.send(reply)
         s.conn.log.info("authentication failed", code=code)
-        raise Closed  # the server closes right after a failed authentication (§5)
+        raise Refused  # the server closes right after a failed authentication (§5)
     await s.send(reply)
     s.state = State.AUTHENTICATED
     return rs.Tune(frame_max=settings.frame_max, heartbeat=settings.heartbeat_s)
@@ -153,7 +154,7 @@ async def _open(s: Session, f: rs.Open) -> rs.Frame:
     if stream_id is None:
         await s.send(rs.OpenResponse(correlation_id=f.correlation_id,
                                      code=ResponseCode.VIRTUAL_HOST_ACCESS_FAILURE))  # fmt: skip
-        raise Closed  # as the server: the socket is closed after a refused Open (§4)
+        raise Refused  # as the server: the socket is closed after a refused Open (§4)
     s.state, s.vhost, s.stream, s.stream_id = State.OPEN, f.virtual_host, stream, stream_id
     s.conn.bind(vhost=f.virtual_host)
     s.conn.authenticated()

@@ -35,11 +35,13 @@ from gateway.listeners.rabbitmq_stream.sac import (
 )
 from gateway.listeners.rabbitmq_stream.session import (
     CLOSE_GRACE_S,
+    REFUSED_LINGER_S,
     Closed,
     FailureReply,
     FrameHandler,
     Publisher,
     RabbitStreamSettings,
+    Refused,
     Session,
     State,
     Subscription,
@@ -103,6 +105,8 @@ class RabbitStreamService:
             self.sessions.add(session)
             try:
                 await self._serve(session)
+            except Refused:
+                await self._linger(session)
             except Closed:
                 pass
             finally:
@@ -180,6 +184,24 @@ class RabbitStreamService:
                 if frame is NEED_DATA:
                     await session.conn.feed(session.codec)
                 elif frame is rs.CONNECTION_CLOSED or isinstance(frame, rs.CloseResponse):
+                    return
+
+    @staticmethod
+    async def _linger(session: Session) -> None:
+        """After a refusal: answer the client's Close, if it sends one at once, then close."""
+        with trio.move_on_after(REFUSED_LINGER_S):
+            while True:
+                try:
+                    frame = session.codec.next_frame()
+                except RemoteProtocolError:
+                    return
+                if frame is NEED_DATA:
+                    await session.conn.feed(session.codec)
+                elif isinstance(frame, rs.Close):
+                    await session.send(rs.CloseResponse(correlation_id=frame.correlation_id,
+                                                        code=ResponseCode.OK))  # fmt: skip
+                    return
+                elif not isinstance(frame, rs.Frame):  # CONNECTION_CLOSED
                     return
 
 

@@ -28,6 +28,7 @@ from protocols.rabbitmq_stream import ResponseCode
 
 MECHANISMS = ("PLAIN",)
 CLOSE_GRACE_S = 5.0  # how long a Close waits for the client's CloseResponse
+REFUSED_LINGER_S = 1.0  # how long a refused connection waits for the client's own Close
 SETTLE_WAIT_S = 2.0  # how long a request waits for a subscription's delivery to settle
 
 
@@ -60,6 +61,13 @@ class State(enum.IntEnum):
 
 class Closed(Exception):
     """The connection ends normally (Close exchanged, or the client asked)."""
+
+
+class Refused(Closed):
+    """A refusal (a failed login, an unknown virtual host) was answered and the connection ends.
+    The client may still send its Close at once (rstream does, closing its half-made client):
+    for ``REFUSED_LINGER_S`` it is answered, so the client reads a CloseResponse, not a reset
+    from a socket already closed (which rstream raised instead of the refusal)."""
 
 
 class Service(Protocol):

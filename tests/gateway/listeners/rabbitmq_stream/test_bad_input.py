@@ -167,6 +167,27 @@ async def test_refused_authentication_answers_its_code_then_closes(
         assert errors(gateway, "internal") == 0
 
 
+@pytest.mark.parametrize("refusal", ["login", "vhost"])
+async def test_a_refused_client_s_close_is_answered_before_the_socket_closes(
+    gateway: Running, refusal: str
+) -> None:
+    # rstream closes its half-made client at once, with a Close: answered, not reset (a Close
+    # written to a socket already closed reset it, and rstream raised that, not the refusal).
+    with trio.fail_after(10):
+        wire = await RabbitWire.open(gateway)
+        await wire.hello()
+        if refusal == "login":
+            assert (await wire.authenticate("guest", "wrong")).code != ResponseCode.OK
+        else:
+            assert (await wire.authenticate()).code == ResponseCode.OK
+            await wire.tune(frame_max=1_048_576, heartbeat=0)
+            assert (await wire.open_vhost("nope")).code == ResponseCode.VIRTUAL_HOST_ACCESS_FAILURE
+        reply = await wire.call(rs.Close(correlation_id=wire.corr(), code=1, reason="OK"))
+        assert isinstance(reply, rs.CloseResponse) and reply.code == ResponseCode.OK
+        assert await wire.closed() == []
+        assert errors(gateway, "internal") == 0
+
+
 @pytest.mark.parametrize(
     ("token", "code"),
     [
