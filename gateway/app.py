@@ -15,9 +15,10 @@ from prometheus_client import CollectorRegistry
 from gateway.access_log import AccessLog
 from gateway.admin_http import Health, serve_admin
 from gateway.authorization import (
+    ANONYMOUS,
     Authorizer,
+    anonymous_line,
     anonymous_permissions,
-    anonymous_summary,
     requiring_authentication,
 )
 from gateway.backends import Backend, SharedLogs
@@ -264,7 +265,7 @@ async def serve_gateway(
             guard=LoginGuard(_login_limits(config)),
         )
         required = requiring_authentication(config)
-        log.info(anonymous_summary(config.auth.anonymous, required))
+        log.info(anonymous_line(config.auth.anonymous, required, users.find_user(ANONYMOUS)))
         authorizer = Authorizer(
             users,
             backend.list_streams,

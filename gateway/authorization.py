@@ -120,6 +120,16 @@ def anonymous_summary(level: str, required: tuple[str, ...]) -> str:
     return f"anonymous access: {level} on every stream (auth.anonymous={level})"
 
 
+def anonymous_line(level: str, required: tuple[str, ...], stored: User | None) -> str:
+    """``anonymous_summary``, unless the store holds a user "anonymous", whose grants apply."""
+    if stored is None:
+        return anonymous_summary(level, required)
+    return (
+        f"anonymous access: the grants of the stored user '{ANONYMOUS}' (streamgate users list"
+        " shows them); auth.anonymous does not apply while that user exists"
+    )
+
+
 def anonymous_user(permissions: Permissions) -> User:
     # id -1: never a stored user's (ids count from 0, the root).
     return User(
@@ -161,7 +171,11 @@ class Authorizer:
         not hold (deleted since it logged in; a TLS client certificate's principal that is no
         user) may do nothing, as a Kafka principal without ACLs."""
         if username is None:
-            return self.anonymous
+            # A stored user named "anonymous" (granted per stream and topic with `streamgate
+            # users grant anonymous ...`) overrides auth.anonymous, as Kafka's ACLs on
+            # User:ANONYMOUS do.
+            stored = self.users.find_user(ANONYMOUS)
+            return self.anonymous if stored is None else stored
         try:
             return self.users.get_user(username)
         except UnknownUser:
@@ -314,6 +328,7 @@ def _denied(user: User, verb: str, what: str) -> str:
 __all__ = [
     "ANONYMOUS",
     "Authorizer",
+    "anonymous_line",
     "anonymous_permissions",
     "anonymous_summary",
     "anonymous_user",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import json
 import os
 import sys
 from typing import TYPE_CHECKING, Any, Final
@@ -26,11 +27,35 @@ if TYPE_CHECKING:
 DEFAULT_USERS_FILE: Final = "./data/users.json"
 
 
-class LocalUsers:
-    """The user store's file, as a gateway sharing it would change it."""
+def _number(ref: str | None) -> int | None:
+    return int(ref) if ref is not None and ref.isdigit() else None
 
-    def __init__(self, store: UserStore) -> None:
+
+class LocalUsers:
+    """The user store's file, as a gateway sharing it would change it. Stream and topic names
+    in grants are resolved from the embedded data directory the file lives in (``catalog``),
+    the ids a gateway on that directory uses."""
+
+    def __init__(self, store: UserStore, catalog: str | None = None) -> None:
         self.store = store
+        self.catalog = catalog
+
+    async def resolve(self, stream: str | None, topic: str | None) -> tuple[int | None, int | None]:
+        """(stream id, topic id) of a grant's ``--stream``/``--topic``, each an id or a name."""
+        sid, tid = _number(stream), _number(topic)
+        if (stream is None or sid is not None) and (topic is None or tid is not None):
+            return sid, tid
+        ids = (
+            None
+            if self.catalog is None
+            else await trio.to_thread.run_sync(_catalog_ids, self.catalog)
+        )
+        if not ids:
+            raise ClientError(
+                "stream and topic names are resolved in an embedded data directory or through"
+                " a running gateway (--url); give numeric ids here"
+            )
+        return _resolve_in(ids, stream, topic)
 
     async def users(self) -> list[User]:
         await trio.lowlevel.checkpoint()
@@ -68,6 +93,55 @@ class LocalUsers:
         self.store.delete_token(_token_owner(user), name)
 
 
+def _catalog_ids(root: str) -> dict[str, tuple[int, dict[str, int]]]:
+    """stream name -> (id, topic name -> id), read from the embedded catalog's JSON files."""
+    from gateway.backends.embedded.catalog import STREAM_FILE, TOPIC_FILE
+
+    def read(path: str) -> dict[str, Any] | None:
+        try:
+            with open(path, encoding="utf-8") as f:
+                meta = json.load(f)
+        except (OSError, ValueError):
+            return None
+        return meta if isinstance(meta, dict) else None
+
+    out: dict[str, tuple[int, dict[str, int]]] = {}
+    if not os.path.isdir(root):
+        return out
+    for sdir in os.scandir(root):
+        if not sdir.is_dir() or (smeta := read(os.path.join(sdir.path, STREAM_FILE))) is None:
+            continue
+        topics = {}
+        for tdir in os.scandir(sdir.path):
+            if tdir.is_dir() and (tmeta := read(os.path.join(tdir.path, TOPIC_FILE))):
+                topics[str(tmeta["name"])] = int(tmeta["id"])
+        out[str(smeta["name"])] = (int(smeta["id"]), topics)
+    return out
+
+
+def _resolve_in(
+    ids: dict[str, tuple[int, dict[str, int]]], stream: str | None, topic: str | None
+) -> tuple[int | None, int | None]:
+    if stream is None:
+        raise ClientError("--topic needs --stream")
+    sid = _number(stream)
+    by_id = {v[0]: (name, v[1]) for name, v in ids.items()}
+    if sid is None:
+        if stream not in ids:
+            raise ClientError(f"no stream {stream!r}")
+        sid, topics = ids[stream]
+    else:
+        topics = by_id[sid][1] if sid in by_id else {}
+    if topic is None:
+        return sid, None
+    tid = _number(topic)
+    if tid is None:
+        if topic not in topics:
+            raise ClientError(f"no topic {topic!r} in stream {stream!r}")
+        tid = topics[topic]
+    return sid, tid
+
+
 def _token_owner(user: str | None) -> str:
     if user is None:
         raise ClientError("--user NAME: whose tokens (on a users file)")
@@ -90,6 +164,31 @@ class RemoteUsers:
         if reply.status != Status.OK:
             raise error_of(reply.status, what)
         return reply.body
+
+    async def resolve(self, stream: str | None, topic: str | None) -> tuple[int | None, int | None]:
+        """(stream id, topic id) of a grant's ``--stream``/``--topic``: ids, or names the
+        gateway resolves (Iggy identifiers are either)."""
+        from protocols.iggy import GetStream, GetTopic, StreamDetails, TopicDetails
+
+        if stream is None:
+            if topic is not None:
+                raise ClientError("--topic needs --stream")
+            return None, None
+        sid = _number(stream)
+        if sid is None:
+            body = await self._call(GetStream(stream_id=stream), f"stream {stream!r}")
+            if not isinstance(body, StreamDetails):
+                raise ClientError(f"no stream {stream!r}")
+            sid = body.stream.id
+        if topic is None:
+            return sid, None
+        tid = _number(topic)
+        if tid is None:
+            body = await self._call(GetTopic(stream_id=sid, topic_id=topic), f"topic {topic!r}")
+            if not isinstance(body, TopicDetails):
+                raise ClientError(f"no topic {topic!r} in stream {stream!r}")
+            tid = body.topic.id
+        return sid, tid
 
     async def users(self) -> list[User]:
         from protocols.iggy import GetUsers, Users
@@ -220,6 +319,14 @@ def local_store(args: argparse.Namespace) -> UserStore:
     )
 
 
+def local_users(args: argparse.Namespace) -> LocalUsers:
+    """The users file, with the embedded data directory it lives in (a gateway's default) for
+    the stream and topic names of grants."""
+    store = local_store(args)
+    path = store.path
+    return LocalUsers(store, None if path is None else str(path.parent))
+
+
 def iggy_target(url: str, args: argparse.Namespace) -> tuple[str, int, str, str]:
     parts = urlsplit(url)
     if parts.scheme != "iggy" or not parts.hostname:
@@ -231,4 +338,12 @@ def iggy_target(url: str, args: argparse.Namespace) -> tuple[str, int, str, str]
     return parts.hostname, parts.port or 8090, user, password
 
 
-__all__ = ["DEFAULT_USERS_FILE", "LocalUsers", "RemoteUsers", "Users", "iggy_target", "local_store"]
+__all__ = [
+    "DEFAULT_USERS_FILE",
+    "LocalUsers",
+    "RemoteUsers",
+    "Users",
+    "iggy_target",
+    "local_store",
+    "local_users",
+]

@@ -11,7 +11,8 @@ line of stdin) or ``--password-file``. The login password for ``--url`` likewise
 password if one is written there (discouraged), else ``STREAMGATE_LOGIN_PASSWORD``,
 ``--login-password-file`` or a prompt. Grants follow Iggy's permission model
 (gateway/model/permissions.py): global flags, or a stream's (``--stream ID``), or a topic's
-(``--stream ID --topic ID``), by Iggy's numeric ids.
+(``--stream ID --topic ID``), by Iggy's numeric ids or by name: resolved through ``--url``'s
+gateway, or in the embedded data directory the users file lives in.
 """
 
 from __future__ import annotations
@@ -30,11 +31,10 @@ from gateway.client.passwords import LOGIN_PASSWORD_ENV, new_password
 from gateway.client.session import ClientError
 from gateway.client.user_stores import (
     DEFAULT_USERS_FILE,
-    LocalUsers,
     RemoteUsers,
     Users,
     iggy_target,
-    local_store,
+    local_users,
 )
 from gateway.model import GatewayError
 from gateway.model.permissions import Permissions
@@ -74,7 +74,8 @@ async def _passwd(users: Users, args: argparse.Namespace) -> None:
 
 async def _grant_or_revoke(users: Users, args: argparse.Namespace, on: bool) -> None:
     user = await users.get(args.name)
-    p = changed(user.permissions, args.permissions, on=on, stream=args.stream, topic=args.topic)
+    stream, topic = await users.resolve(args.stream, args.topic)
+    p = changed(user.permissions, args.permissions, on=on, stream=stream, topic=topic)
     await users.set_permissions(args.name, p)
     print(_user_line(await users.get(args.name)))
 
@@ -123,7 +124,7 @@ _COMMANDS: Final[dict[str, Callable[[Users, argparse.Namespace], Awaitable[None]
 async def _main(args: argparse.Namespace) -> None:
     command = _COMMANDS[args.users_command]
     if not args.url:
-        await command(LocalUsers(local_store(args)), args)
+        await command(local_users(args), args)
         return
     from gateway.backends.iggy.pool import IggyTarget, open_connection
     from protocols.iggy import DEFAULT_MAX_FRAME_SIZE
@@ -189,9 +190,9 @@ def _password_source(parser: argparse.ArgumentParser) -> None:
 
 
 def _level(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--stream", type=int, default=None, metavar="ID", help="a stream's")
+    parser.add_argument("--stream", default=None, metavar="ID|NAME", help="a stream's")
     parser.add_argument(
-        "--topic", type=int, default=None, metavar="ID", help="a topic's (with --stream)"
+        "--topic", default=None, metavar="ID|NAME", help="a topic's (with --stream)"
     )
 
 

@@ -234,6 +234,17 @@ class UserStore:
         self._refresh()
         return self._account(user).user
 
+    @property
+    def path(self) -> Path | None:
+        """The file the store is kept in (None: in memory)."""
+        return self._path
+
+    def find_user(self, username: str) -> User | None:
+        """The user of that name, or None (no exception: asked on every anonymous command)."""
+        self._refresh()
+        account = self._find(username)
+        return None if account is None else account.user
+
     def list_users(self) -> list[User]:
         self._refresh()
         return [self._accounts[i].user for i in sorted(self._accounts)]

@@ -11,7 +11,9 @@ import trio
 from prometheus_client import CollectorRegistry
 
 from gateway.authorization import (
+    ANONYMOUS,
     Authorizer,
+    anonymous_line,
     anonymous_permissions,
     anonymous_summary,
     requiring_authentication,
@@ -210,6 +212,23 @@ async def test_anonymous_and_deleted_users(authorizer: Authorizer) -> None:
     assert await _refusal(a, _read(READABLE), "reader") is None
     a.users.delete_user("reader")
     assert await _refusal(a, _read(READABLE), "reader") is TopicForbidden
+
+
+async def test_a_stored_anonymous_user_grants_per_topic(authorizer: Authorizer) -> None:
+    # auth.anonymous is all or nothing per stream; a stored user "anonymous" grants per topic
+    a = authorizer
+    assert await _refusal(a, _read(READABLE), None) is TopicForbidden
+    await a.users.create_user(ANONYMOUS, "unused-pw", permissions=_on_topic(read_topic=True))
+    assert await _refusal(a, _read(READABLE), None) is None
+    assert await _refusal(a, _read(OTHER), None) is TopicForbidden
+    assert await _refusal(a, _append(READABLE), None) is TopicForbidden
+    line = anonymous_line("none", ("kafka (sasl)",), a.users.find_user(ANONYMOUS))
+    assert line.startswith("anonymous access: the grants of the stored user 'anonymous'")
+    a.users.update_user(ANONYMOUS, status=UserStatus.INACTIVE)
+    assert await _refusal(a, _read(READABLE), None) is TopicForbidden
+    a.users.delete_user(ANONYMOUS)  # auth.anonymous applies again
+    assert await _refusal(a, _read(READABLE), None) is TopicForbidden
+    assert anonymous_line("none", (), None) == anonymous_summary("none", ())
 
 
 async def test_an_inactive_user_may_do_nothing(authorizer: Authorizer) -> None:

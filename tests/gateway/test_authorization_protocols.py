@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import sys
 import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -321,6 +323,52 @@ async def test_anonymous_rog_granted_write(tmp_path: Path) -> None:
             refused = await rog.create_log("rog-made", 1)
             assert isinstance(refused, Error) and "anonymous" in refused.text
             assert await in_thread(lambda: fetch_all(gw, "iggy", "logs")) == [b"hello"]
+
+
+async def test_anonymous_granted_per_topic_by_name_as_a_stored_user(tmp_path: Path) -> None:
+    # A stored user "anonymous" grants what auth.anonymous cannot: one topic, not every stream.
+    # Granted with `streamgate users` by stream and topic name: on the data directory's users
+    # file (names from its catalog), then through the running gateway's Iggy listener.
+    async with secured(tmp_path) as gw:
+        host, port = gw.addresses["rog"].rsplit(":", 1)
+        rog = RogClient(host, int(port))
+        (tmp_path / "anon.pw").write_text("anonymous-unused-pw\n")
+        await cli_users("create", "anonymous", "--password-file", str(tmp_path / "anon.pw"),
+                        cwd=tmp_path)  # fmt: skip
+        out = await cli_users("grant", "anonymous", "read_topic", "--stream", "default",
+                              "--topic", "readable", cwd=tmp_path)  # fmt: skip
+        assert "stream:" in out and "=read_topic" in out, out
+        with trio.fail_after(20):
+            assert await rog.fetch("readable", 0, "g") == FetchOk(data=SEEDS[0])
+            for reply in (
+                await rog.fetch("other", 0, "g"),
+                await rog.publish("readable", 0, b"injected"),
+                await rog.create_log("rog-made", 1),
+            ):
+                assert isinstance(reply, Error) and "anonymous" in reply.text, reply
+        url = f"iggy://iggy@{gw.addresses['iggy']}"
+        await cli_users("grant", "anonymous", "send_messages", "--stream", "default",
+                        "--topic", "readable", "--url", url, cwd=tmp_path,
+                        env={"STREAMGATE_LOGIN_PASSWORD": "iggy"})  # fmt: skip
+        with trio.fail_after(20):
+            assert isinstance(await rog.publish("readable", 0, b"granted"), Ok)
+        assert await in_thread(lambda: fetch_all(gw, "iggy", "readable")) == [*SEEDS, b"granted"]
+        bad = await cli_users("grant", "anonymous", "read_topic", "--stream", "default",
+                              "--topic", "nope", cwd=tmp_path, code=1)  # fmt: skip
+        assert "no topic 'nope'" in bad
+
+
+async def cli_users(*args: str, cwd: Path, env: dict[str, str] | None = None, code: int = 0) -> str:
+    """``streamgate users ...``: stdout (stderr when ``code`` is not 0)."""
+    argv = [sys.executable, "-m", "gateway.cli", "users", *args]
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("STREAMGATE_")}
+    with trio.fail_after(30):
+        done = await trio.run_process(
+            argv, capture_stdout=True, capture_stderr=True, check=False, cwd=cwd,
+            env={**clean, **(env or {})},
+        )  # fmt: skip
+    assert done.returncode == code, done.stderr.decode()
+    return (done.stdout if code == 0 else done.stderr).decode()
 
 
 # --- Iggy (apache-iggy 0.9.0) ------------------------------------------------------------------
