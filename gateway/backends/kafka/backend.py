@@ -7,7 +7,10 @@ URL ``kafka://host:port[,host:port...][?option=value&...]``; options: ``client_i
 wrong ListOffsets answers, see ``kafka_fetch`` and kafka.md §5). TLS to every broker:
 ``kafkas://host:port`` or ``?tls=1``, with ``ca``, ``cert``/``key``, ``server_name`` and
 ``verify`` as in ``backends.tls`` (each broker's certificate is verified against the host the
-cluster's metadata names, unless ``server_name`` is given).
+cluster's metadata names, unless ``server_name`` is given). SASL to every broker:
+``kafka://user@host:port?sasl=SCRAM-SHA-512`` (``PLAIN``, the default, ``SCRAM-SHA-256``,
+``SCRAM-SHA-512``), the password from ``password_file=PATH``, ``STREAMGATE_BACKEND_PASSWORD``
+or the URL (``kafka.sasl``).
 
 Namespace: Kafka has one, so this backend has exactly one stream, ``default``
 (``capabilities.streams`` is False): the canonical topic ``default/x`` is the Kafka topic ``x``,

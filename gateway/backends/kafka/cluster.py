@@ -17,7 +17,7 @@ import contextlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import structlog
 import trio
@@ -27,6 +27,7 @@ from kio.schema.errors import ErrorCode
 
 from gateway.backends.base import BackendUrlError, Retries, shown_url
 from gateway.backends.kafka.conn import BrokerConnection, BrokerPool, open_connection
+from gateway.backends.kafka.sasl import SASL_OPTIONS, SaslLogin, authenticate, sasl_login
 from gateway.backends.tls import TLS_OPTIONS, TlsClient, tls_client
 from gateway.backends.watchdog import Watchdog
 from gateway.model import (
@@ -99,6 +100,7 @@ class Options:
     tansu: bool = False  # ?broker=tansu: work around Tansu's answers (kafka_fetch)
     max_frame_bytes: int = 100 << 20
     tls: TlsClient | None = None  # TLS to every broker (backends.tls)
+    sasl: SaslLogin | None = None  # SASL on every broker connection (kafka.sasl)
 
 
 _SECONDS = {
@@ -117,13 +119,9 @@ def parse_url(url: str) -> tuple[list[tuple[str, int]], Options]:
     scheme = parts.scheme.lower()
     if scheme not in ("kafka", "kafkas") or not parts.netloc:
         raise BackendUrlError(f"not a kafka://host:port URL: {shown!r}")
-    if "@" in parts.netloc:
-        raise BackendUrlError(
-            f"a kafka backend URL takes no user info (SASL to the broker is not supported): "
-            f"{shown!r}"
-        )
+    userinfo, _, hosts = parts.netloc.rpartition("@")
     servers = []
-    for item in parts.netloc.split(","):
+    for item in hosts.split(","):
         host, _, port = item.rpartition(":")
         if not host or not port.isdigit():
             raise BackendUrlError(f"kafka URL server {item!r} is not host:port")
@@ -134,6 +132,7 @@ def parse_url(url: str) -> tuple[list[tuple[str, int]], Options]:
         raise BackendUrlError("kafka URL options are not name=value pairs") from None
     values: dict[str, Any] = {}
     tls_values: dict[str, str] = {}
+    sasl_values: dict[str, str] = {}
     for key, value in query:
         if key in _SECONDS:
             if not value.isdigit():
@@ -145,10 +144,18 @@ def parse_url(url: str) -> tuple[list[tuple[str, int]], Options]:
             values["tansu"] = value == "tansu"
         elif key in TLS_OPTIONS:
             tls_values[key] = value
+        elif key in SASL_OPTIONS:
+            sasl_values[key] = value
         else:
             # The value is not shown: an unknown option may well be a secret.
             raise BackendUrlError(f"unknown kafka backend option {key!r} (or a bad value)")
     values["tls"] = tls_client(tls_values, tls=scheme == "kafkas", what="kafka")
+    user, has_password, password = userinfo.partition(":")
+    values["sasl"] = sasl_login(
+        unquote(user) if userinfo else None,
+        unquote(password) if has_password else None,
+        sasl_values,
+    )
     return servers, Options(**values)
 
 
@@ -178,6 +185,8 @@ class Cluster:
     def __init__(self, bootstrap: Iterable[tuple[str, int]], options: Options) -> None:
         self.bootstrap = tuple(bootstrap)
         self.options = options
+        if options.sasl is not None and options.sasl.mechanism == "PLAIN" and options.tls is None:
+            log.warning("kafka backend: SASL PLAIN without TLS sends the password in clear")
         self.versions: dict[int, tuple[int, int]] = {}
         self.brokers: dict[int, tuple[str, int]] = {}
         self.controller = -1
@@ -262,6 +271,12 @@ class Cluster:
                 self._nursery, self.watchdog, *address, client_id=o.client_id,
                 max_frame_bytes=o.max_frame_bytes, timeout_s=o.connect_timeout_s, tls=o.tls,
             )  # fmt: skip
+            if o.sasl is not None:
+                try:
+                    await authenticate(conn, o.sasl, timeout_s=o.request_timeout_s)
+                except GatewayError as exc:
+                    conn.close("SASL login failed")
+                    raise BackendUnavailable(exc.message) from None
         except BackendUnavailable as exc:
             if not self._backoff_s:  # up until now (or just started)
                 log.warning("kafka cluster unavailable", error=exc.message)
