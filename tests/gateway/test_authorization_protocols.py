@@ -208,6 +208,14 @@ def listed(gateway: Gateway, user: str) -> set[str]:
     return set(admin.list_topics(timeout=10).topics)
 
 
+def groups_listed(gateway: Gateway, user: str) -> set[str]:
+    """ListGroups as the user (an authorization refusal would raise here)."""
+    admin = AdminClient(_kafka(gateway, user))
+    result = admin.list_consumer_groups(request_timeout=10).result(15)
+    assert not result.errors, result.errors
+    return {g.group_id for g in result.valid}
+
+
 def described(gateway: Gateway, user: str, topic: str) -> int:
     admin = AdminClient(_kafka(gateway, user))
     found = admin.list_topics(topic, timeout=10).topics[topic]
@@ -268,6 +276,10 @@ async def test_kafka_matrix(tmp_path: Path) -> None:
             assert admin_code(gw, "manager", "delete", "made-by-manager") == 0
             # the issue's first bypass: an Iggy user with read on stream sec, through Kafka
             assert listed(gw, "secreader") == set()
+            # ListGroups lists what the user may see, never refuses (as Kafka): a group is as
+            # readable as its stream's topics
+            assert "group-reader" in groups_listed(gw, "reader")
+            assert groups_listed(gw, "secreader") == set()
             assert produce(gw, "secreader", "readable", b"injected") == TOPIC_DENIED
             assert produce(gw, "secreader", "auto-created", b"injected") == TOPIC_DENIED
             assert admin_code(gw, "secreader", "create", "made-by-secreader") == TOPIC_DENIED

@@ -15,6 +15,7 @@ from gateway.model import (
     CommitOffset,
     DescribeGroup,
     FetchOffset,
+    Forbidden,
     GatewayError,
     Heartbeat,
     JoinGroup,
@@ -279,6 +280,12 @@ async def list_groups(session: Session, req: KafkaRequest) -> Any:
     try:
         result = await session.router.execute(
             ListGroups(stream=session.settings.stream), session.ctx
+        )
+    except Forbidden:
+        # As Kafka: the list holds the groups the user may describe, no error; here a group is
+        # as readable as its stream, so a user who reads nothing there sees none.
+        return session.respond(
+            req, {"throttle_time": 0, "error_code": ErrorCode.none, "groups": []}
         )
     except GatewayError as exc:
         return session.respond(
