@@ -53,7 +53,7 @@ from gateway.model import DEFAULT_STREAM, Topic
 from gateway.router import Router
 from gateway.sampling import LagSampler, sample_runtime, watch_backend
 from gateway.status_page import StatusBoard
-from gateway.tls import ServerTls, TlsSettings, watch_certificates
+from gateway.tls import ServerTls, configured_tls, watch_certificates
 
 log = structlog.get_logger("streamgate.app")
 
@@ -170,28 +170,14 @@ def _lag_sampler(config: Config, metrics: Metrics) -> LagSampler | None:
     )
 
 
-def _server_tls(tls: TlsConfig, name: str) -> ServerTls | None:
-    if not tls.enabled:
-        return None
-    settings = TlsSettings(
-        cert_file=tls.cert_file, key_file=tls.key_file, ca_file=tls.ca_file,
-        client_auth=tls.client_auth, principal=tls.principal,
-        handshake_timeout_s=tls.handshake_timeout_s,
-    )  # fmt: skip
-    try:
-        return ServerTls(settings, name)
-    except OSError as exc:  # ssl.SSLError included; the paths are shown, never the key
-        raise OSError(f"{name} tls: cannot load {tls.cert_file} / {tls.key_file}: {exc}") from exc
-
-
 def server_tls(config: Config) -> dict[str, ServerTls]:
     """The TLS of every enabled listener (by protocol) and of the admin port ("admin")."""
     found: dict[str, ServerTls] = {}
     for name in ("rog", "kafka", "iggy", "rabbitmq_stream"):
         listener = getattr(config.listeners, name)
-        if listener.enabled and (tls := _server_tls(listener.tls, name)) is not None:
+        if listener.enabled and (tls := configured_tls(listener.tls, name)) is not None:
             found[name] = tls
-    if config.admin.enabled and (tls := _server_tls(config.admin.tls, "admin")) is not None:
+    if config.admin.enabled and (tls := configured_tls(config.admin.tls, "admin")) is not None:
         found["admin"] = tls
     return found
 

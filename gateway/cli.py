@@ -187,7 +187,7 @@ def _run_workers(config: Any) -> int:
                 listeners += [(protocol, host, tls.port, True), (protocol, host, port, False)]
             else:
                 listeners.append((protocol, host, port, tls.enabled))
-        _announce(listeners, running.admin)
+        _announce(listeners, running.admin, running.admin_tls)
         print(f"workers: {' '.join(str(pid) for pid in running.workers)}", flush=True)
 
     return _trio_run(run_workers, config, sys.argv[1:], announce)

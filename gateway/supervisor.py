@@ -52,6 +52,7 @@ from gateway.listen_error import naming_address
 from gateway.metrics import WorkerProcesses
 from gateway.model import GatewayError
 from gateway.status_page import StatusBoard, WorkerState
+from gateway.tls import RELOAD_POLL_S, ServerTls, configured_tls
 
 log = structlog.get_logger("streamgate.supervisor")
 
@@ -108,6 +109,7 @@ class Supervised:
     listeners: list[tuple[str, str, int]]  # (protocol, host, port)
     admin: tuple[str, int] | None
     workers: list[int]  # pids
+    admin_tls: tuple[str, int] | None = None  # the admin port over TLS (maybe ``admin``)
 
 
 def _reserve(host: str) -> socket.socket:
@@ -123,8 +125,10 @@ def _reserve(host: str) -> socket.socket:
 def _worker_args(
     config: Config, argv: Sequence[str], ports: dict[str, int], state_dir: str, index: int
 ) -> list[str]:
+    # A worker's admin endpoint is the supervisor's to read, on loopback and in plaintext: the
+    # supervisor serves admin.tls itself.
     extra = ["--set", "workers=1", "--set", "reuse_port=true", "--set", "admin.port=0",
-             "--set", "admin.host=127.0.0.1"]  # fmt: skip
+             "--set", "admin.host=127.0.0.1", "--set", "admin.tls.enabled=false"]  # fmt: skip
     if config.access_log.path:
         # A file per worker (the same one again when it is restarted): no two processes append
         # to, or rotate, one file.
@@ -188,6 +192,8 @@ async def run_workers(
                 MultiProcessCollector(registry, path=metrics_dir)  # type: ignore[no-untyped-call]
                 WorkerProcesses(lambda: _live_pids(workers), registry)
                 admin: tuple[str, int] | None = None
+                admin_tls: tuple[str, int] | None = None
+                admin_certs: ServerTls | None = None
                 if config.admin.enabled:
                     host = config.admin.host or config.host
                     status = StatusBoard(
@@ -200,21 +206,41 @@ async def run_workers(
                         scope=f"{len(workers)} workers, their metrics summed",
                         workers=lambda: [w.state() for w in workers],
                     )
+                    # admin.tls as ``run`` serves it: on its own port beside the plaintext one
+                    # (tls.port >= 0), or the admin port itself in TLS
+                    tls = configured_tls(config.admin.tls, "admin")
+                    side = tls is not None and config.admin.tls.port >= 0
                     with naming_address("admin", host, config.admin.port):
                         admin = await nursery.start(
-                            _serve_admin, host, config.admin.port, registry, workers, status
-                        )
+                            _serve_admin, host, config.admin.port, registry, workers, status,
+                            None if side else tls,
+                        )  # fmt: skip
+                    if side:
+                        with naming_address("admin (tls)", host, config.admin.tls.port):
+                            admin_tls = await nursery.start(
+                                _serve_admin, host, config.admin.tls.port, registry, workers,
+                                status, tls, False,
+                            )  # fmt: skip
+                    elif tls is not None:
+                        admin_tls = admin
+                    if tls is not None:
+                        admin_certs = tls
+                        nursery.start_soon(_poll_certificates, tls)
                 if announce is not None:
                     announce(
                         Supervised(
                             listeners=[(n, hosts[n], p) for n, p in ports.items()],
                             admin=admin,
                             workers=[w.process.pid for w in workers if w.process is not None],
+                            admin_tls=admin_tls,
                         )
                     )
                 log.info("streamgate workers ready", workers=len(workers))
                 async for signum in signals:
                     if signum == signal.SIGHUP:  # re-read TLS certificates: each worker does
+                        if admin_certs is not None:
+                            log.info("SIGHUP: re-reading tls certificates")
+                            admin_certs.reload(force=True)
                         for worker in workers if _serves_tls(config) else ():
                             if worker.process is not None and worker.process.returncode is None:
                                 worker.process.send_signal(signal.SIGHUP)
@@ -341,6 +367,8 @@ async def _serve_admin(
     registry: CollectorRegistry,
     workers: list[_Worker],
     status: StatusBoard,
+    tls: ServerTls | None = None,
+    sample_status: bool = True,
     task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     async def ready() -> tuple[bool, str]:
@@ -353,9 +381,16 @@ async def _serve_admin(
         return True, "ok"
 
     await serve_admin(
-        host=host, port=port, registry=registry, ready=ready, status=status,
-        task_status=task_status,
+        host=host, port=port, registry=registry, ready=ready, status=status, tls=tls,
+        sample_status=sample_status, task_status=task_status,
     )  # fmt: skip
+
+
+async def _poll_certificates(tls: ServerTls) -> None:
+    """The admin port's certificates re-read when their files change (SIGHUP: the loop above)."""
+    while True:
+        await trio.sleep(RELOAD_POLL_S)
+        tls.reload()
 
 
 def _worker_ready(admin: str) -> tuple[bool, str]:

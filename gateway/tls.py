@@ -176,7 +176,24 @@ async def watch_certificates(
                 port.reload(force=hup)
 
 
+def configured_tls(tls: Any, name: str) -> ServerTls | None:
+    """The ``ServerTls`` of a listener's or the admin port's ``tls`` section (a
+    ``config.TlsConfig``), None when it is off; a file that cannot be loaded is an ``OSError``
+    naming the paths, never the key."""
+    if not tls.enabled:
+        return None
+    settings = TlsSettings(
+        cert_file=tls.cert_file, key_file=tls.key_file, ca_file=tls.ca_file,
+        client_auth=tls.client_auth, principal=tls.principal,
+        handshake_timeout_s=tls.handshake_timeout_s,
+    )  # fmt: skip
+    try:
+        return ServerTls(settings, name)
+    except OSError as exc:  # ssl.SSLError included
+        raise OSError(f"{name} tls: cannot load {tls.cert_file} / {tls.key_file}: {exc}") from exc
+
+
 __all__ = [
-    "RELOAD_POLL_S", "ServerTls", "TlsError", "TlsSettings", "looks_like_client_hello",
-    "principal_of", "server_context", "watch_certificates",
+    "RELOAD_POLL_S", "ServerTls", "TlsError", "TlsSettings", "configured_tls",
+    "looks_like_client_hello", "principal_of", "server_context", "watch_certificates",
 ]  # fmt: skip

@@ -55,8 +55,6 @@ def check(config: Config) -> None:
         raise ConfigError(
             f"auth.anonymous: one of {', '.join(ANONYMOUS_ACCESS)}, not {config.auth.anonymous!r}"
         )
-    if config.workers > 1 and config.admin.tls.enabled:
-        raise ConfigError("admin.tls: not served by the --workers supervisor yet")
     a = config.access_log
     if a.max_bytes < 0:
         raise ConfigError(
