@@ -25,6 +25,9 @@ class TopicInfo:
     partitions: tuple[PartitionInfo, ...]
     config: TopicConfig = field(default_factory=TopicConfig)
     created_at_us: int = 0
+    # What the backend applies where ``config`` leaves a setting to it (None: it does not say),
+    # so a listener reports the store's real values, not another broker's defaults.
+    defaults: TopicConfig = field(default_factory=TopicConfig)
 
     @property
     def partition_count(self) -> int:

@@ -66,6 +66,7 @@ class TopicEntry:
             partitions=tuple(p.info() for p in self.partitions),
             config=self.config,
             created_at_us=self.created_at_us,
+            defaults=applied(self.log_config),
         )
 
     def partition(self, n: int) -> Partition:
@@ -160,6 +161,17 @@ def effective(config: TopicConfig, defaults: LogConfig) -> LogConfig:
         or MAX_BATCH_BYTES,
         retention_ms=pick(config.retention_ms, defaults.retention_ms),
         retention_bytes=pick(config.retention_bytes, defaults.retention_bytes),
+    )
+
+
+def applied(log: LogConfig) -> TopicConfig:
+    """A topic's effective settings as a ``TopicConfig`` (-1: unlimited), for reporting."""
+    return TopicConfig(
+        retention_ms=-1 if log.retention_ms is None else log.retention_ms,
+        retention_bytes=-1 if log.retention_bytes is None else log.retention_bytes,
+        segment_bytes=log.segment_bytes,
+        max_message_bytes=log.max_message_bytes,
+        compression="producer",  # batches are stored as the producer compressed them
     )
 
 

@@ -210,7 +210,7 @@ async def describe_configs(session: Session, req: KafkaRequest) -> Any:
                 entry.update(error_code=tr.error_code(exc), error_message=exc.message)
                 results.append(entry)
                 continue
-            configs = tr.config_entries(info.config)
+            configs = tr.config_entries(info.config, info.defaults)
         elif r.resource_type == _BROKER_RESOURCE:
             s = session.settings
             configs = {

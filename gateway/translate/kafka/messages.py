@@ -218,15 +218,12 @@ _CONFIG_FIELDS = {
     "segment.bytes": "segment_bytes",
     "max.message.bytes": "max_message_bytes",
 }
-# What DescribeConfigs reports when the topic leaves a setting to the backend (Kafka's defaults).
+# What DescribeConfigs reports for settings every backend behind the gateway has: records are
+# deleted, never compacted; batches keep the producer's compression and timestamps.
 CONFIG_DEFAULTS: Mapping[str, str] = {
     "cleanup.policy": "delete",
     "compression.type": "producer",
-    "max.message.bytes": "1048588",
     "message.timestamp.type": "CreateTime",
-    "retention.bytes": "-1",
-    "retention.ms": "604800000",
-    "segment.bytes": "1073741824",
 }
 
 
@@ -249,13 +246,19 @@ def topic_config(configs: Iterable[tuple[str, str | None]]) -> TopicConfig:
     return TopicConfig(**known, extra=extra)  # type: ignore[arg-type]
 
 
-def config_entries(config: TopicConfig) -> dict[str, tuple[str, bool]]:
-    """name -> (value, is_default) for every config DescribeConfigs lists."""
+def config_entries(
+    config: TopicConfig, defaults: TopicConfig | None = None
+) -> dict[str, tuple[str, bool]]:
+    """name -> (value, is_default) for every config DescribeConfigs lists: the topic's own
+    settings, else what the backend applies (``TopicInfo.defaults``); a setting neither names
+    is left out rather than answered with a value nothing keeps."""
     out = {name: (value, True) for name, value in CONFIG_DEFAULTS.items()}
     for name, field in _CONFIG_FIELDS.items():
         value = getattr(config, field)
         if value is not None:
             out[name] = (str(value), False)
+        elif defaults is not None and (default := getattr(defaults, field)) is not None:
+            out[name] = (str(default), True)
     if config.compression is not None:
         out["compression.type"] = (config.compression, False)
     for name, value in config.extra.items():

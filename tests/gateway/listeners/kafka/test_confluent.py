@@ -117,7 +117,13 @@ async def test_admin(gateway: Running) -> None:
         res = ConfigResource(ConfigResource.Type.TOPIC, "adm")
         configs = admin.describe_configs([res])[res].result(15)
         assert configs["retention.ms"].value == "3600000"
+        assert not configs["retention.ms"].is_default
         assert configs["cleanup.policy"].value == "delete"
+        # what the embedded store applies (backend.* defaults), not Kafka's 7 days / 1 MiB / 1 GiB
+        shown = {n: (configs[n].value, configs[n].is_default)
+                 for n in ("retention.bytes", "max.message.bytes", "segment.bytes")}  # fmt: skip
+        assert shown == {"retention.bytes": ("-1", True), "max.message.bytes": ("16777216", True),
+                         "segment.bytes": ("67108864", True)}  # fmt: skip
 
         admin.delete_topics(["adm"])["adm"].result(15)
         assert "adm" not in admin.list_topics(timeout=10).topics
