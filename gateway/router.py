@@ -6,6 +6,7 @@ every command is measured the same way and failures are always ``GatewayError``s
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from gateway.coordination import Groups, ProducerIds, SharedGroups, UserStore
 from gateway.coordination.login_guard import LoginRefused
 from gateway.metrics import Metrics
 from gateway.model import (
+    INTERNAL_PREFIX,
     Append,
     AppendResult,
     Authenticate,
@@ -42,12 +44,16 @@ from gateway.model import (
     Heartbeat,
     InitProducer,
     InitProducerResult,
+    InvalidRequest,
     JoinGroup,
     LeaveGroup,
     ListGroups,
+    ListGroupsResult,
     ListOffsets,
     ListStreams,
+    ListStreamsResult,
     ListTopics,
+    ListTopicsResult,
     PublisherSequence,
     PurgeStream,
     PurgeTopic,
@@ -56,9 +62,12 @@ from gateway.model import (
     Stats,
     SyncGroup,
     Topic,
+    UnknownStream,
+    UnknownTopic,
     Unsupported,
     UpdateStream,
     UpdateTopic,
+    is_internal,
 )
 
 # Commands after which the authorizer's name -> id resolution is stale.
@@ -66,6 +75,53 @@ _RENAMING = (CreateStream, DeleteStream, UpdateStream, CreateTopic, DeleteTopic,
 R = TypeVar("R")
 C = TypeVar("C", bound=Command[Any])
 log = structlog.get_logger("streamgate.router")
+
+_LISTINGS = (ListStreamsResult, ListTopicsResult, ListGroupsResult)
+
+
+def _not_internal(cmd: Command[Any]) -> None:
+    """A client names nothing the gateways keep for themselves (``model.is_internal``): it does
+    not exist, and cannot be made or renamed into being."""
+    topic = getattr(cmd, "topic", None)
+    if topic is not None:  # the hot path (Append, Read): one look at the topic
+        if is_internal(topic.name) or is_internal(topic.stream):
+            raise _internal_error(cmd, str(topic))
+        if not isinstance(cmd, UpdateTopic):
+            return
+    for attr in ("stream", "new_name", "group"):
+        name = getattr(cmd, attr, None)
+        if isinstance(name, str) and is_internal(name):
+            raise _internal_error(cmd, name)
+
+
+def _internal_error(cmd: Command[Any], name: str) -> GatewayError:
+    if isinstance(cmd, CreateTopic | CreateStream | UpdateTopic | UpdateStream):
+        return InvalidRequest(f"names starting with {INTERNAL_PREFIX!r} are the gateway's own")
+    if isinstance(cmd, ListTopics | DeleteStream | PurgeStream):
+        return UnknownStream(f"stream {name!r} does not exist")
+    if isinstance(cmd, JoinGroup | SyncGroup | Heartbeat | LeaveGroup | DescribeGroup):
+        return InvalidRequest(
+            f"group names starting with {INTERNAL_PREFIX!r} are the gateway's own"
+        )
+    return UnknownTopic(f"topic {name!r} does not exist")
+
+
+def _without_internal(result: Any) -> Any:
+    if isinstance(result, ListStreamsResult):
+        streams = tuple(
+            dataclasses.replace(
+                s, topics=tuple(t for t in s.topics if not is_internal(t.topic.name))
+            )
+            for s in result.streams
+            if not is_internal(s.name)
+        )
+        return ListStreamsResult(streams=streams)
+    if isinstance(result, ListTopicsResult):
+        return ListTopicsResult(
+            topics=tuple(t for t in result.topics if not is_internal(t.topic.name))
+        )
+    return ListGroupsResult(groups=tuple(g for g in result.groups if not is_internal(g.group)))
+
 
 # What executes a command, keyed by its class. The value type cannot name the key's class, so
 # entries go in only through ``_bind``, where mypy checks that the method accepts that class.
@@ -245,7 +301,11 @@ class Router:
         try:
             if handler is None:
                 raise Unsupported(f"{name} is not supported by the {self.backend.name} backend")
+            if not ctx.system:
+                _not_internal(cmd)
             result: R = await handler(cmd)
+            if not ctx.system and isinstance(result, _LISTINGS):
+                result = _without_internal(result)
         except GatewayError as exc:
             elapsed = time.perf_counter() - t0
             ctx.command_s += elapsed

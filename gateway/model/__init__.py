@@ -14,13 +14,14 @@ from .messages import (
     WireFormat,
     decode_wire,
 )
-from .names import DEFAULT_STREAM, MAX_NAME_LENGTH, Topic, check_name
+from .names import DEFAULT_STREAM, INTERNAL_PREFIX, MAX_NAME_LENGTH, Topic, check_name, is_internal
 from .options import Acks, OffsetSpec, TopicConfig
 from .results import *  # noqa: F403
 from .results import __all__ as _results_all
 
 __all__ = [
     "DEFAULT_STREAM",
+    "INTERNAL_PREFIX",
     "Acks",
     "OffsetSpec",
     "TopicConfig",
@@ -35,6 +36,7 @@ __all__ = [
     "WireFormat",
     "check_name",
     "decode_wire",
+    "is_internal",
     *_commands_all,
     *_errors_all,
     *_results_all,

@@ -8,6 +8,14 @@ from .errors import InvalidRequest
 
 DEFAULT_STREAM = "default"
 MAX_NAME_LENGTH = 255  # the tightest protocol limit (Rog/Iggy u8 lengths, RabbitMQ shortstr)
+# Streams, topics and groups the gateways keep for themselves on a shared backend (catalogs,
+# coordination logs, Iggy group definitions, single-active-consumer groups): never listed to a
+# client, never reachable by one.
+INTERNAL_PREFIX = "__streamgate"
+
+
+def is_internal(name: str) -> bool:
+    return name.startswith(INTERNAL_PREFIX)
 
 
 def check_name(kind: str, name: str) -> str:

@@ -221,3 +221,35 @@ def test_publisher_sequences_are_asked_of_a_broker_that_deduplicates(tmp_path: P
     rabbit = RabbitStreamBackend.from_url("rabbitmq-stream://guest:guest@127.0.0.1:1/%2F")
     assert router(rabbit)[0].supports(PublisherSequence)
     assert not router(EmbeddedBackend(tmp_path))[0].supports(PublisherSequence)
+
+async def test_internal_names_are_the_gateways_own(tmp_path: Path) -> None:
+    internal = Topic("default", "__streamgate_iggy_groups")
+    with trio.fail_after(10):
+        async with open_embedded(tmp_path, fsync="never") as backend:
+            r, _ = router(backend)
+            client, system = RequestContext("kafka", "w"), RequestContext("iggy", "g", system=True)
+            await backend.create_topic(CreateTopic(topic=internal, partitions=1))
+            await r.execute(CreateTopic(topic=Topic("default", "t"), partitions=1), client)
+            listed = await r.execute(model.ListTopics(stream="default"), client)
+            assert [t.topic.name for t in listed.topics] == ["t"]
+            streams = await r.execute(model.ListStreams(), client)
+            assert [t.topic.name for s in streams.streams for t in s.topics] == ["t"]
+            refusals: list[tuple[Command[Any], type[GatewayError]]] = [
+                (Append(topic=internal, partition=0, batch=MessageBatch([Message(b"x")])),
+                 model.UnknownTopic),
+                (Read(topic=internal, partition=0, offset=0), model.UnknownTopic),
+                (CreateTopic(topic=Topic("default", "__streamgate_x"), partitions=1),
+                 model.InvalidRequest),
+                (model.UpdateTopic(topic=Topic("default", "t"), config=TopicConfig(),
+                                   new_name="__streamgate_t"), model.InvalidRequest),
+                (model.CreateStream(stream="__streamgate"), model.InvalidRequest),
+                (JoinGroup(group="__streamgate_sac.default.t.0.x", stream="default",
+                           member_id="", topics=(Topic("default", "t"),)),
+                 model.InvalidRequest),
+            ]  # fmt: skip
+            for cmd, error in refusals:
+                with pytest.raises(error):
+                    await r.execute(cmd, client)
+            # the gateway's own commands (system context) still reach them
+            read = await r.execute(Read(topic=internal, partition=0, offset=0), system)
+            assert read.count == 0
