@@ -198,7 +198,10 @@ def _carrying(m: Message, offset_delta: int, base_ts: int) -> Record:
 
 def encode_append(messages: Sequence[Message], *, now_us: int) -> bytes:
     """Messages to append as one Kafka batch: offset deltas 0..n-1, unset timestamps stamped
-    ``now_us``, and the fields a record cannot hold in ``streamgate.*`` headers (module doc)."""
+    ``now_us`` to the millisecond (a time nobody gave needs no sub-millisecond carrier, which a
+    plain Kafka consumer of the broker would see), and the fields a record cannot hold in
+    ``streamgate.*`` headers (module doc)."""
+    now_us -= now_us % 1000
     stamped = [m if m.timestamp_us else m._replace(timestamp_us=now_us) for m in messages]
     base_ts = min(m.timestamp_us for m in stamped) // 1000
     records = [_carrying(m, i, base_ts) for i, m in enumerate(stamped)]
