@@ -247,8 +247,11 @@ class Router:
         return cls in self._handlers
 
     async def _init_producer(self, cmd: InitProducer) -> InitProducerResult:
-        # A fresh id every time (an epoch bump on a gateway-granted id is a new id: nothing
-        # fences the old one, so nothing may pretend to).
+        # A fresh id at epoch 0 every time, whatever id and epoch the request names: Kafka's
+        # TransactionCoordinator.handleInitProducerId answers a request without a transactional
+        # id so ("blindly accept the request and return a new producerId"). An idempotent
+        # producer bumps its epoch itself (librdkafka, the Java client) and the backend checks
+        # the new epoch on its batches.
         await trio.lowlevel.checkpoint()
         return InitProducerResult(producer_id=self._producer_ids.allocate(), producer_epoch=0)
 

@@ -154,7 +154,9 @@ class InitProducer(Command[r.InitProducerResult]):
     Kafka broker) grants them; for the embedded store the gateway does."""
 
     name: ClassVar[str] = "init_producer"
-    # KIP-360: a producer that already has an id asks for its epoch to be bumped.
+    # KIP-360 (InitProducerId v3+): the producer's current id and epoch, or -1. Without a
+    # transactional id Kafka grants a new id at epoch 0 all the same; an idempotent producer
+    # bumps its epoch itself, on its batches.
     producer_id: int = -1
     producer_epoch: int = -1
 

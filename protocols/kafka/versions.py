@@ -1,10 +1,12 @@
 """The API versions the gateway serves and advertises (kafka.md §1.3, validated with all four
 clients through a rewriting proxy; the set is ``vectors/kafka/advertised-versions.json``).
 
-Every API is capped at its last non-flexible version: the only flexible message we speak is
-ApiVersions v3/v4, and we never write a tagged field (librdkafka < 2.2 mis-skips them, §1.4
-trap 2). Keys 68, 69, 71 and 72 are never advertised: librdkafka changes behaviour as soon as
-they appear (§1.2).
+Every API is capped at its last non-flexible version, with two exceptions: ApiVersions v3/v4,
+and InitProducerId v2-v4 (v2 is v1 in the flexible encoding, KIP-482; v3 adds the ProducerId and
+ProducerEpoch request fields of KIP-360; v4 only changes which error a fenced transactional
+producer gets, KIP-588), for clients that recover an idempotent producer through it. We never
+write a tagged field (librdkafka < 2.2 mis-skips them, §1.4 trap 2). Keys 68, 69, 71 and 72 are
+never advertised: librdkafka changes behaviour as soon as they appear (§1.2).
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ ADVERTISED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         ApiKey.API_VERSIONS: (0, 4),
         ApiKey.CREATE_TOPICS: (2, 4),
         ApiKey.DELETE_TOPICS: (1, 3),
-        ApiKey.INIT_PRODUCER_ID: (0, 1),
+        ApiKey.INIT_PRODUCER_ID: (0, 4),
         ApiKey.DESCRIBE_CONFIGS: (1, 2),
         ApiKey.SASL_AUTHENTICATE: (0, 1),
         ApiKey.CREATE_PARTITIONS: (0, 1),

@@ -222,6 +222,7 @@ def test_publisher_sequences_are_asked_of_a_broker_that_deduplicates(tmp_path: P
     assert router(rabbit)[0].supports(PublisherSequence)
     assert not router(EmbeddedBackend(tmp_path))[0].supports(PublisherSequence)
 
+
 async def test_internal_names_are_the_gateways_own(tmp_path: Path) -> None:
     internal = Topic("default", "__streamgate_iggy_groups")
     with trio.fail_after(10):

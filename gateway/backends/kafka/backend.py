@@ -400,6 +400,8 @@ class KafkaBackend:
 
     async def init_producer(self, cmd: InitProducer) -> InitProducerResult:
         # Without a transactional id any broker grants one (a Kafka client asks the least loaded).
+        # A KIP-360 id and epoch go as they came, on v3+ where the broker serves it (v2 drops
+        # them); Kafka answers a new id at epoch 0 to a producer without a transactional id.
         answer = await self._cluster.request(
             INIT_PRODUCER_ID,
             {"transactional_id": None, "transaction_timeout": 60_000,

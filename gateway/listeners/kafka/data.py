@@ -249,33 +249,35 @@ async def list_offsets(session: Session, req: KafkaRequest) -> Any:
 
 
 async def init_producer_id(session: Session, req: KafkaRequest) -> Any:
-    if req.body.transactional_id is not None:
-        # Transactions are not implemented; idempotence alone needs no transactional id.
-        session.conn.log.info("transactional producer refused", id=req.body.transactional_id)
-        return session.respond(
-            req, {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed,
-                  "producer_id": -1, "producer_epoch": -1},
-        )  # fmt: skip
-    assert session.ctx is not None
     b = req.body
+    if b.transactional_id is not None:
+        # Transactions are not implemented; idempotence alone needs no transactional id.
+        session.conn.log.info("transactional producer refused", id=b.transactional_id)
+        return _no_producer(session, req, ErrorCode.transactional_id_authorization_failed)
+    # v3+ (KIP-360) may name the producer's current id and epoch: both or neither, as Kafka's
+    # KafkaApis.handleInitProducerIdRequest checks (INVALID_REQUEST otherwise).
+    producer_id = getattr(b, "producer_id", -1)
+    producer_epoch = getattr(b, "producer_epoch", -1)
+    if (producer_id == -1) != (producer_epoch == -1):
+        return _no_producer(session, req, ErrorCode.invalid_request)
+    assert session.ctx is not None
     try:
         result = await session.router.execute(
-            InitProducer(
-                producer_id=getattr(b, "producer_id", -1),
-                producer_epoch=getattr(b, "producer_epoch", -1),
-            ),
-            session.ctx,
+            InitProducer(producer_id=producer_id, producer_epoch=producer_epoch), session.ctx
         )
     except GatewayError as exc:
-        return session.respond(
-            req, {"throttle_time": 0, "error_code": tr.error_code(exc, group=True),
-                  "producer_id": -1, "producer_epoch": -1},
-        )  # fmt: skip
+        return _no_producer(session, req, tr.error_code(exc, group=True))
     return session.respond(
         req,
         {"throttle_time": 0, "error_code": ErrorCode.none, "producer_id": result.producer_id,
          "producer_epoch": result.producer_epoch},
     )  # fmt: skip
+
+
+def _no_producer(session: Session, req: KafkaRequest, code: ErrorCode) -> Any:
+    return session.respond(
+        req, {"throttle_time": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
+    )
 
 
 __all__ = ["fetch", "init_producer_id", "list_offsets", "produce"]

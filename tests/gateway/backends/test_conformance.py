@@ -589,8 +589,8 @@ async def test_idempotent_producer_dedup(backend: Backend) -> None:
         assert (await backend.append(batch(6, pid=pid, epoch=epoch))).base_offset == 7
         if isinstance(backend, NativeProducerIds):
             # The broker's epochs: Tansu does not bump one (KIP-360 InitProducerId with an id
-            # answers -1) and the Kafka listener offers InitProducerId v0-v1 only, so nothing
-            # asks it to; a fresh id gets the same treatment instead.
+            # answers -1), and without a transactional id Kafka grants a new id anyway (the
+            # client bumps its epoch itself, on its batches); a fresh id is checked instead.
             fresh, fresh_epoch = await _producer(backend)
             assert fresh != pid
             new_epoch = await backend.append(batch(0, pid=fresh, epoch=fresh_epoch))
