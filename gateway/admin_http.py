@@ -21,6 +21,7 @@ import trio
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
+from gateway.listeners.fd_guard import serve_listeners_quietly
 from gateway.metrics import Metrics
 from gateway.status_html import CONTENT_SECURITY_POLICY, PAGE
 from gateway.status_page import Readiness, StatusBoard
@@ -37,6 +38,8 @@ class Health:
     listeners_bound: bool = False
     draining: bool = False
     ping: Callable[[], Awaitable[None]] | None = None
+    # Why no more connections can be taken (out of file descriptors), or None: fd_guard.py
+    fds: Callable[[], str | None] | None = None
 
     async def backend_error(self) -> str | None:
         """Why the backend is not answering, or None when it answered a ping within 1 s."""
@@ -59,6 +62,8 @@ class Health:
             return False, "listeners not bound"
         if backend_error:
             return False, backend_error
+        if self.fds is not None and (fds_error := self.fds()) is not None:
+            return False, fds_error
         return True, "ok"
 
 
@@ -200,7 +205,7 @@ async def serve_admin(
         if status is not None and sample_status:
             await nursery.start(status.run)
         task_status.started((str(sockname[0]), int(sockname[1])))
-        await trio.serve_listeners(handler, listeners)
+        await serve_listeners_quietly(handler, listeners, "admin")  # no EMFILE log storm
 
 
 __all__ = ["Health", "Readiness", "serve_admin"]

@@ -37,6 +37,7 @@ from gateway.coordination import (
 from gateway.coordination.login_guard import LoginGuard, LoginLimits
 from gateway.listen_error import naming_address
 from gateway.listeners.connection import Drain, Handler, Limits
+from gateway.listeners.fd_guard import FD_GUARD
 from gateway.listeners.iggy import (
     IggyGroups,
     IggyService,
@@ -202,6 +203,7 @@ def build_backend(config: Config) -> Backend:
         retention_ms=_optional(b.retention_ms),
         retention_bytes=_optional(b.retention_bytes),
         max_message_bytes=b.max_message_bytes,
+        max_open_files=b.max_open_files,
     )
     return create_backend(b.url, settings)
 
@@ -217,6 +219,8 @@ async def serve_gateway(
     backend = backend if backend is not None else build_backend(config)
     metrics = Metrics(registry, backend=backend.name, topic_patterns=config.metrics.topic_patterns)
     _count_retries(backend, metrics)
+    if isinstance(backend, EmbeddedBackend):  # disk full, I/O errors, corruption found
+        backend.storage.listen(metrics.storage_event)
     lag = _lag_sampler(config, metrics)
     limits = Limits(
         max_frame_bytes=config.limits.max_frame_bytes,
@@ -230,7 +234,7 @@ async def serve_gateway(
     tls = server_tls(config)  # before anything starts: unreadable certificates stop it here
     coordinator = _groups(config, backend)
     access_log = _access_log(config, metrics)
-    health = Health(ping=backend.ping)
+    health = Health(ping=backend.ping, fds=FD_GUARD.check)
     drain = Drain()
     running = Running(metrics=metrics, backend=backend, drain=drain, health=health)
     async with trio.open_nursery() as outer:
@@ -267,6 +271,7 @@ async def serve_gateway(
             access_log=access_log,
             on_commit=None if lag is None else lag.committed,
             authorizer=authorizer,
+            max_partitions_per_topic=config.limits.max_partitions_per_topic,
         )
         await outer.start(functools.partial(sample_runtime, metrics))
         if tls:

@@ -60,6 +60,12 @@ def _parser() -> argparse.ArgumentParser:
         "--set", action="append", default=[], metavar="KEY=VALUE",
         help="any setting by its dotted name, e.g. limits.idle_timeout_s=30",
     )  # fmt: skip
+    verify = sub.add_parser("verify", help="check an embedded store's segments and indexes")
+    verify.add_argument("data_dir", metavar="DATA_DIR", help="the embedded backend's directory")
+    verify.add_argument(
+        "--repair", action="store_true",
+        help="make the next open rescan (and repair) every damaged segment",
+    )  # fmt: skip
     add_client_commands(sub)  # topics, produce, consume (gateway/client)
     add_users_command(sub)  # users, permissions, tokens (gateway/client/users.py)
     # Listed for --help only: main() hands both over to the pipeline before parsing.
@@ -400,6 +406,18 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verify(data_dir: str, *, repair: bool) -> int:
+    """One line per problem on stdout, a summary on stderr; 0 clean, 1 damage found."""
+    from gateway.backends.embedded.verify import Summary, verify
+
+    summary = Summary()
+    for line in verify(data_dir, summary, repair=repair):
+        print(line, flush=True)
+    print(f"streamgate verify: {summary.segments} segment(s) in {summary.partitions}"
+          f" partition(s), {summary.problems} problem(s)", file=sys.stderr)  # fmt: skip
+    return 1 if summary.problems else 0
+
+
 # What the pipeline needs that `make run` does not install (pyproject's `pipeline` extra).
 _PIPELINE_MODULES = ("pyspark", "pyarrow")
 
@@ -439,6 +457,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(args)
     if args.command == "bench":
         return _bench(args)
+    if args.command == "verify":
+        return _verify(args.data_dir, repair=args.repair)
     if args.command == "users":
         return run_users(args)
     if getattr(args, "client", None):

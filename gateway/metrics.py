@@ -26,7 +26,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from gateway import __version__
-from gateway.model import COMMAND_NAMES, ERROR_TYPES, Topic
+from gateway.model import COMMAND_NAMES, ERROR_TYPES, STORAGE_ERROR_KINDS, Topic
 
 # 50 µs .. 30 s: sub-millisecond resolution at the low end, where an embedded append lives.
 LATENCY_BUCKETS = (
@@ -248,8 +248,47 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        # The embedded store's disk (gateway/backends/embedded/faults.py).
+        self.storage_errors = Counter(
+            "streamgate_storage_errors",
+            "Writes the embedded store's disk refused, by kind: no_space (ENOSPC, EFBIG), quota"
+            " (EDQUOT), io (EIO), read_only (EROFS). Logged once per episode, counted here.",
+            ["kind"],
+            registry=r,
+        )
+        self.storage_writable = Gauge(
+            "streamgate_storage_writable",
+            "1 while the embedded store's writes succeed; 0 from a failed write (or fsync) until"
+            " the next one succeeds (/readyz answers 503 meanwhile).",
+            registry=r,
+            multiprocess_mode="livemin",
+        )
+        self.storage_corrupt_batches = Counter(
+            "streamgate_storage_corrupt_batches",
+            "Damaged batches recovery found followed by intact data and cut out of a segment.",
+            registry=r,
+        )
+        self.storage_lost_records = Counter(
+            "streamgate_storage_lost_records",
+            "Records in the damaged batches recovery cut out (their offsets are never reused).",
+            registry=r,
+        )
+        for kind in STORAGE_ERROR_KINDS:
+            self.storage_errors.labels(kind)
+        self.storage_writable.set(1)
         self.topics = TopicFilter(topic_patterns)
         self._precreate(tuple(protocols))
+
+    def storage_event(self, event: str, kind: str, n: int) -> None:
+        """A ``StorageHealth`` listener (the embedded backend's ``storage.listen``)."""
+        if event == "error":
+            self.storage_errors.labels(kind).inc(n)
+        elif event == "writable":
+            self.storage_writable.set(n)
+        elif event == "corrupt":
+            self.storage_corrupt_batches.inc(n)
+        elif event == "lost":
+            self.storage_lost_records.inc(n)
 
     def lossy(self, to: str, source: str = "canonical") -> Callable[[str], None]:
         """A ``lossy(field)`` callback for what a translation to ``to`` could not carry."""
@@ -383,6 +422,7 @@ CONNECTION_ERROR_REASONS = (
     "auth_timeout",  # not logged in within limits.auth_timeout_s
     "request_timeout",  # a frame not whole within limits.request_timeout_s of its first byte
     "login_throttled",  # a login refused unhashed: backoff, rate limit, full queue (auth.*)
+    "fd_exhausted",  # refused: out of file descriptors (gateway/listeners/fd_guard.py)
 )
 
 __all__ = [

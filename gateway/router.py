@@ -44,6 +44,7 @@ from gateway.model import (
     Heartbeat,
     InitProducer,
     InitProducerResult,
+    InvalidPartitions,
     InvalidRequest,
     JoinGroup,
     LeaveGroup,
@@ -168,8 +169,11 @@ class Router:
         access_log: AccessLog | None = None,
         on_commit: Callable[[str, Topic], None] | None = None,
         authorizer: Authorizer | None = None,
+        max_partitions_per_topic: int | None = None,
     ) -> None:
         self.backend = backend
+        # limits.max_partitions_per_topic, for every listener and backend (None: the backend's)
+        self.max_partitions = max_partitions_per_topic
         # None: every command runs (a router built without users, e.g. the client commands)
         self.authorizer = authorizer
         self.metrics = metrics
@@ -304,6 +308,8 @@ class Router:
         try:
             if handler is None:
                 raise Unsupported(f"{name} is not supported by the {self.backend.name} backend")
+            if isinstance(cmd, CreateTopic | CreatePartitions):
+                self.check_partitions(cmd)
             if not ctx.system:
                 _not_internal(cmd)
             result: R = await handler(cmd)
@@ -361,6 +367,17 @@ class Router:
         if self.access_log is not None:
             self.access_log.command(cmd, ctx, result, elapsed, waited, "")
         return result
+
+    def check_partitions(self, cmd: CreateTopic | CreatePartitions) -> None:
+        """``limits.max_partitions_per_topic`` (``execute`` checks it; a validate-only request
+        asks here)."""
+        total = cmd.partitions if isinstance(cmd, CreateTopic) else cmd.total
+        if self.max_partitions is not None and total > self.max_partitions:
+            # Kafka has no hard limit of its own: the configured one, as INVALID_PARTITIONS.
+            raise InvalidPartitions(
+                f"{cmd.topic}: {total} partitions asked, at most {self.max_partitions} per topic"
+                " (limits.max_partitions_per_topic)"
+            )
 
     def _topic_in(self, cmd: Append, count: int) -> None:
         m, t = self.metrics, cmd.topic

@@ -119,6 +119,7 @@ class BackendSettings:
     retention_ms: int | None = None
     retention_bytes: int | None = None
     max_message_bytes: int = 16 << 20
+    max_open_files: int = 0  # embedded: segment files kept open (0 = half of RLIMIT_NOFILE)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

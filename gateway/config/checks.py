@@ -49,6 +49,16 @@ def check(config: Config) -> None:
     if config.log.format not in LOG_FORMATS:
         raise ConfigError(f"log.format: one of {', '.join(LOG_FORMATS)}, not {config.log.format!r}")
     _check_fsync(config.backend.fsync)
+    if config.backend.max_open_files < 0:
+        raise ConfigError(
+            "backend.max_open_files: 0 (half of the file descriptor limit) or more,"
+            f" not {config.backend.max_open_files}"
+        )
+    if config.limits.max_partitions_per_topic < 1:
+        raise ConfigError(
+            "limits.max_partitions_per_topic: must be 1 or more,"
+            f" not {config.limits.max_partitions_per_topic}"
+        )
     _check_ports(config)
     _check_login_limits(config.auth)
     if config.auth.anonymous not in ANONYMOUS_ACCESS:

@@ -173,6 +173,9 @@ class BackendConfig:
     retention_ms: int = -1  # -1 = keep for ever (topics may set their own)
     retention_bytes: int = -1
     max_message_bytes: int = 16 << 20
+    # embedded: segment files kept open at once, least recently used closed first (they reopen
+    # on use); 0 = half of the soft RLIMIT_NOFILE (gateway/backends/embedded/fd_cache.py)
+    max_open_files: int = 0
 
 
 @dataclass(slots=True)
@@ -192,6 +195,9 @@ class LimitsConfig:
     max_preauth_frame_bytes: int = 64 << 10  # until the login; 0 = max_frame_bytes
     auth_timeout_s: float = 10.0  # to log in, on listeners that authenticate; 0 = none
     request_timeout_s: float = 30.0  # from a frame's first byte to its last; 0 = none
+    # Partitions one topic may have, asked by any protocol (CreateTopic, CreatePartitions): each
+    # is a directory and files on the embedded backend. Iggy listeners also keep Iggy's 1000.
+    max_partitions_per_topic: int = 1000
 
 
 @dataclass(slots=True)

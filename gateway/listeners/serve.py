@@ -5,7 +5,6 @@ connection)."""
 
 from __future__ import annotations
 
-import functools
 import itertools
 from contextlib import suppress
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from gateway.listeners.connection import (
     RequestMeters,
     RequestTimeout,
 )
+from gateway.listeners.fd_guard import FD_GUARD, FdGuard, accept_loop
 from gateway.metrics import CONNECTION_ERROR_REASONS, Metrics
 from gateway.tls import ServerTls, TlsError
 from protocols._wire import FrameTooLarge, ProtocolError
@@ -97,6 +97,20 @@ class _Server:
             for reason in CONNECTION_ERROR_REASONS
         }
         self._meters = RequestMeters(metrics, protocol, access_log)
+
+    async def accept(
+        self,
+        listener: trio.abc.Listener[trio.SocketStream],
+        nursery: trio.Nursery,
+        guard: FdGuard,
+    ) -> None:
+        """Accept until cancelled; out of descriptors, refuse quietly (see fd_guard.py)."""
+
+        def start(stream: trio.SocketStream) -> None:
+            nursery.start_soon(self.session, stream)
+
+        refused = self._errors["fd_exhausted"]
+        await accept_loop(listener, start, guard, self.protocol, on_refused=refused.inc)
 
     async def session(self, stream: trio.abc.Stream) -> None:
         m = self.metrics
@@ -228,6 +242,7 @@ async def serve_protocol(
     tls: ServerTls | None = None,
     advertised_port: int | None = None,
     authenticates: bool = False,
+    fd_guard: FdGuard = FD_GUARD,
     task_status: trio.TaskStatus[ListenerInfo] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Accept connections for one protocol until cancelled or drained; with ``reuse_port``
@@ -252,11 +267,8 @@ async def serve_protocol(
     async with trio.open_nursery() as connections:
         async with trio.open_nursery() as accepting:
             accepting.start_soon(_close_on_drain, drain, accepting.cancel_scope)
-            accepting.start_soon(
-                functools.partial(
-                    trio.serve_listeners, server.session, listeners, handler_nursery=connections
-                )
-            )
+            for listener in listeners:
+                accepting.start_soon(server.accept, listener, connections, fd_guard)
             task_status.started(ListenerInfo(protocol, addresses, tls=tls is not None))
         for listener in listeners:
             await listener.aclose()

@@ -17,6 +17,7 @@ ERROR_TYPES = (
     "unauthorized",
     "forbidden",
     "backend_unavailable",
+    "storage",
     "timeout",
     "unsupported",
     "internal",
@@ -193,6 +194,23 @@ class BackendUnavailable(GatewayError):
     retriable = True
 
 
+# Why a store's write failed (``StorageError.kind``, the label of streamgate_storage_errors_total).
+STORAGE_ERROR_KINDS = ("no_space", "quota", "io", "read_only")
+
+
+class StorageError(GatewayError):
+    """The backend's own storage refused a write (disk full, quota, I/O error, read-only file
+    system): nothing of the failed command was acknowledged. Retriable: the same write may
+    succeed once space returns (Kafka's KAFKA_STORAGE_ERROR is retriable too)."""
+
+    error_type = "storage"
+    retriable = True
+
+    def __init__(self, message: str = "", *, kind: str = "io") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
 class Timeout(GatewayError):
     error_type = "timeout"
     retriable = True
@@ -204,6 +222,7 @@ class Unsupported(GatewayError):
 
 __all__ = [
     "ERROR_TYPES",
+    "STORAGE_ERROR_KINDS",
     "AlreadyExists",
     "BackendUnavailable",
     "ClusterForbidden",
@@ -228,6 +247,7 @@ __all__ = [
     "ProducerFenced",
     "RebalanceInProgress",
     "SequenceError",
+    "StorageError",
     "StreamExists",
     "Timeout",
     "TopicExists",

@@ -18,6 +18,7 @@ from gateway.model import (
     MessageBatch,
     MessageTooLarge,
     Read,
+    StorageError,
     Topic,
     TopicExists,
     UnknownPartition,
@@ -102,6 +103,8 @@ def error_response(req: CreateLog | Publish | Fetch | Ack, exc: GatewayError) ->
     if isinstance(exc, InvalidPartitions):
         return Error(text=AT_LEAST_ONE_PARTITION)
     if isinstance(exc, MessageTooLarge):
+        return Error(text=exc.message)
+    if isinstance(exc, StorageError):  # the real server has no such text: say what happened
         return Error(text=exc.message)
     if isinstance(req, Publish) and exc.retriable:
         return Error(text=UNABLE_TO_SEND_MESSAGE)

@@ -14,8 +14,9 @@ after (``_commit_metadata``).
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final
 
 import trio
@@ -36,6 +37,7 @@ from gateway.model import (
 
 from . import catalog, files
 from .catalog import StreamEntry, TopicEntry
+from .faults import storage_error
 from .partition import Partition
 from .store import Store
 
@@ -65,9 +67,14 @@ class Admin:
 
         def create() -> None:
             entry.dir = files.make_dir(self.store.root, name)
-            files.write_json(os.path.join(entry.dir, catalog.STREAM_FILE), entry.meta())
+            try:
+                files.write_json(os.path.join(entry.dir, catalog.STREAM_FILE), entry.meta())
+            except BaseException:
+                files.remove_tree(entry.dir)
+                raise
 
-        await trio.to_thread.run_sync(create)
+        with _os_errors():
+            await trio.to_thread.run_sync(create)
         streams[name] = entry
         return entry
 
@@ -113,30 +120,49 @@ class Admin:
             self.store.check_open()
             if cmd.topic.stream in self.store.streams or not cmd.create_stream:
                 stream = self.store.stream(cmd.topic.stream)
-            else:
-                stream = await self._create_stream(cmd.topic.stream, None)
-            if cmd.topic.name in stream.topics:
-                raise TopicExists(f"topic {cmd.topic} already exists")
-            tid = catalog.free_id((t.id for t in stream.topics.values()), cmd.id)
-            if tid is None or tid < 0:
-                raise TopicExists(f"topic id {cmd.id} is taken in stream {stream.name!r}")
-            topic = TopicEntry(
-                name=cmd.topic.name,
-                id=tid,
-                dir="",
-                created_at_us=self.store.now_us(),
-                config=cmd.config,
-                log_config=catalog.effective(cmd.config, self.store.defaults),
-            )
+                return await self._create_topic(cmd, stream)
+            stream = await self._create_stream(cmd.topic.stream, None)
+            try:
+                return await self._create_topic(cmd, stream)
+            except BaseException:
+                # The stream was made for this topic only: a failed create leaves nothing.
+                del self.store.streams[stream.name]
+                files.remove_tree(stream.dir)
+                raise
 
-            def create() -> None:
-                topic.dir = files.make_dir(stream.dir, topic.name)
+    async def _create_topic(self, cmd: CreateTopic, stream: StreamEntry) -> TopicEntry:
+        """Under the store's lock (create_topic)."""
+        if cmd.topic.name in stream.topics:
+            raise TopicExists(f"topic {cmd.topic} already exists")
+        tid = catalog.free_id((t.id for t in stream.topics.values()), cmd.id)
+        if tid is None or tid < 0:
+            raise TopicExists(f"topic id {cmd.id} is taken in stream {stream.name!r}")
+        topic = TopicEntry(
+            name=cmd.topic.name,
+            id=tid,
+            dir="",
+            created_at_us=self.store.now_us(),
+            config=cmd.config,
+            log_config=catalog.effective(cmd.config, self.store.defaults),
+        )
+
+        def create() -> None:
+            topic.dir = files.make_dir(stream.dir, topic.name)
+            try:
                 topic.partitions = _new_partitions(topic, 0, cmd.partitions)
                 files.write_json(os.path.join(topic.dir, catalog.TOPIC_FILE), topic.meta())
+            except BaseException:
+                # Out of descriptors, disk full...: remove what was made, or every retry
+                # of the client leaves another directory behind (make_dir's ~<n>).
+                for part in topic.partitions:
+                    part.close()
+                files.remove_tree(topic.dir)
+                raise
 
+        with _os_errors():
             await trio.to_thread.run_sync(create)
-            stream.topics[topic.name] = topic
-            return topic
+        stream.topics[topic.name] = topic
+        return topic
 
     async def delete_topic(self, name: Topic) -> None:
         async with self.store.lock:
@@ -219,10 +245,15 @@ class Admin:
                 # directories, which the next open moves to the trash.
                 parts = _new_partitions(topic, current, total)
                 path = os.path.join(topic.dir, catalog.TOPIC_FILE)
-                files.write_json(path, topic.meta(partitions=total))
+                try:
+                    files.write_json(path, topic.meta(partitions=total))
+                except BaseException:
+                    _remove_partitions(topic, parts, current, total)
+                    raise
                 return parts
 
-            topic.partitions.extend(await trio.to_thread.run_sync(create))
+            with _os_errors():
+                topic.partitions.extend(await trio.to_thread.run_sync(create))
             return topic
 
     async def delete_partitions(self, cmd: DeletePartitions) -> TopicEntry:
@@ -257,17 +288,39 @@ class Admin:
                 await part.commit.flush()
 
 
+@contextlib.contextmanager
+def _os_errors() -> Iterator[None]:
+    """A create that failed on the file system left nothing behind: the client may retry, so it
+    gets a retriable error, not an internal one (out of descriptors: BackendUnavailable; disk
+    full and the like: StorageError, faults.py)."""
+    try:
+        yield
+    except OSError as exc:
+        raise storage_error(exc, "creating files of the embedded store") from exc
+
+
 def _new_partitions(topic: TopicEntry, first: int, total: int) -> list[Partition]:
-    """Create partition directories (blocking); durable before the topic.json naming them."""
-    parts = [
-        Partition.create(os.path.join(topic.dir, str(n)), n, topic.log_config)
-        for n in range(first, total)
-    ]
-    for p in parts:
-        os.fsync(p.active.fd)
-        files.fsync_dir(p.dir)
-    files.fsync_dir(topic.dir)
+    """Create partition directories (blocking); durable before the topic.json naming them.
+    On failure nothing of them is left: files closed, directories removed."""
+    parts: list[Partition] = []
+    try:
+        for n in range(first, total):
+            parts.append(Partition.create(os.path.join(topic.dir, str(n)), n, topic.log_config))
+        for p in parts:
+            p.active.fsync()
+            files.fsync_dir(p.dir)
+        files.fsync_dir(topic.dir)
+    except BaseException:
+        _remove_partitions(topic, parts, first, total)
+        raise
     return parts
+
+
+def _remove_partitions(topic: TopicEntry, parts: list[Partition], first: int, total: int) -> None:
+    for p in parts:
+        p.close()
+    for n in range(first, total):  # also a directory whose first segment failed to open
+        files.remove_tree(os.path.join(topic.dir, str(n)))
 
 
 def _drop(parts: list[Partition], error: type[UnknownTopic | UnknownPartition], why: str) -> None:

@@ -55,6 +55,7 @@ from gateway.model import (
     ReadResult,
     Stats,
     StatsResult,
+    StorageError,
     TopicConfig,
     UpdateStream,
     UpdateStreamResult,
@@ -66,6 +67,7 @@ from ..base import BackendSettings, BackendUrlError, Capabilities, running
 from . import catalog
 from .admin import Admin
 from .batch_format import STORED_FORMATS
+from .faults import StorageHealth, probe_write
 from .fsync import FsyncPolicy
 from .owner import Listener
 from .partition import LogConfig
@@ -101,6 +103,7 @@ class EmbeddedBackend:
         retention_check_interval_s: float = 30.0,
         producer_id_expiration_ms: int = EXPIRATION_MS,
         clock: Callable[[], float] = time.time,
+        max_open_files: int = 0,
     ) -> None:
         config = TopicConfig(
             segment_bytes=segment_bytes,
@@ -117,6 +120,7 @@ class EmbeddedBackend:
             clock=clock,
             retention_check_interval_s=retention_check_interval_s,
             producer_id_expiration_ms=producer_id_expiration_ms,
+            max_open_files=max_open_files,
         )
         self._admin = Admin(self.store)
         self.capabilities = Capabilities(
@@ -139,13 +143,27 @@ class EmbeddedBackend:
             retention_ms=s.retention_ms,
             retention_bytes=s.retention_bytes,
             max_message_bytes=s.max_message_bytes,
+            max_open_files=s.max_open_files,
         )
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         await self.store.run(task_status=task_status)
 
+    @property
+    def storage(self) -> StorageHealth:
+        """Whether the store can write, and the damage recovery found (faults.py)."""
+        return self.store.health
+
     async def ping(self) -> None:
+        """Fails (so ``/readyz`` answers 503) while the store's writes fail: a disk that is
+        full, read-only or failing; ready again after the first write that succeeds."""
         self.store.check_open()
+        health = self.store.health
+        if health.write_failing and await trio.to_thread.run_sync(probe_write, self.store.root):
+            health.succeeded()
+        why = health.why_not_writable()
+        if why is not None:
+            raise StorageError(why)
         await trio.lowlevel.checkpoint()
 
     async def flush(self) -> None:
@@ -230,14 +248,26 @@ class EmbeddedBackend:
 
     async def append(self, cmd: Append) -> AppendResult:
         part = self.store.partition(cmd.topic, cmd.partition)
-        return await part.append(
-            cmd.batch,
-            self.store.now_us(),
-            sync=self.store.sync,
-            producer_id=cmd.producer_id,
-            producer_epoch=cmd.producer_epoch,
-            base_sequence=cmd.base_sequence,
-        )
+        try:
+            result = await part.append(
+                cmd.batch,
+                self.store.now_us(),
+                sync=self.store.sync,
+                producer_id=cmd.producer_id,
+                producer_epoch=cmd.producer_epoch,
+                base_sequence=cmd.base_sequence,
+            )
+        except StorageError as exc:
+            self._storage_failed(exc, part.commit.fsync_failed)
+            raise
+        self.store.health.succeeded()
+        return result
+
+    def _storage_failed(self, exc: StorageError, fsync: bool) -> None:
+        if fsync:
+            self.store.health.fsync_failed(exc)
+        else:
+            self.store.health.failed(exc)
 
     async def read(self, cmd: Read) -> ReadResult:
         return await self.store.partition(cmd.topic, cmd.partition).read(cmd)
@@ -252,7 +282,12 @@ class EmbeddedBackend:
         if cmd.offset < 0:
             raise InvalidRequest(f"a committed offset must be >= 0, not {cmd.offset}")
         key = (cmd.group, cmd.topic.stream, cmd.topic.name, cmd.partition)
-        await self.store.durable(self.store.offsets.put(key, cmd.offset, cmd.metadata))
+        try:
+            await self.store.durable(self.store.offsets.put(key, cmd.offset, cmd.metadata))
+        except StorageError as exc:
+            self._storage_failed(exc, self.store.offsets.commit.fsync_failed)
+            raise
+        self.store.health.succeeded()
         return CommitOffsetResult()
 
     async def fetch_offset(self, cmd: FetchOffset) -> FetchOffsetResult:

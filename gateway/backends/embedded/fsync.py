@@ -30,6 +30,8 @@ import trio
 
 from gateway.model import BackendUnavailable, InvalidRequest
 
+from .faults import storage_error
+
 
 @dataclass(frozen=True, slots=True)
 class FsyncPolicy:
@@ -87,25 +89,33 @@ class GroupCommit:
     def dirty(self) -> bool:
         return self.synced < self.written
 
+    @property
+    def fsync_failed(self) -> bool:
+        """An fsync failed: durable writes are refused until a restart (see wait_durable)."""
+        return self._failed is not None
+
     async def wait_durable(self, seq: int) -> None:
         while self.synced < seq:
             if self._failed is not None:
                 # After a failed fsync the kernel may have dropped the dirty pages; retrying
                 # would report success for lost data (PostgreSQL's "fsyncgate").
-                raise BackendUnavailable(f"fsync failed earlier: {self._failed}")
+                raise storage_error(self._failed, "an earlier fsync")
             if self._running:
                 await self._done.wait()
                 continue
             self._running = True
             target = self.written
             try:
-                fds = self._collect()
+                try:
+                    fds = self._collect()
+                except OSError as exc:  # no descriptor to fsync with (EMFILE): nothing lost yet
+                    raise BackendUnavailable(f"cannot open files to fsync: {exc}") from exc
                 # Not abandoned on cancel: the fsync finishes, and so does the bookkeeping.
                 await trio.to_thread.run_sync(fsync_fds, fds)
                 self.synced = max(self.synced, target)
             except OSError as exc:
                 self._failed = exc
-                raise BackendUnavailable(f"fsync failed: {exc}") from exc
+                raise storage_error(exc, "fsync") from exc
             finally:
                 self._running = False
                 done, self._done = self._done, trio.Event()

@@ -15,6 +15,7 @@ Writes follow the backend's fsync policy through a ``GroupCommit`` like the logs
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 from typing import Final
@@ -22,6 +23,7 @@ from typing import Final
 import crc32c
 import structlog
 
+from .faults import storage_error
 from .files import fsync_dir
 from .fsync import GroupCommit
 
@@ -130,8 +132,15 @@ class OffsetStore:
     def _write(self, data: bytes) -> None:
         """Write records (small: one syscall); the caller applies them once they are written."""
         view = memoryview(data)
-        while view:
-            view = view[os.write(self._fd, view) :]
+        try:
+            while view:
+                view = view[os.write(self._fd, view) :]
+        except OSError as exc:
+            # Disk full mid-record: leave no partial record behind (recovery would drop it and
+            # every commit after it as a torn tail).
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, self._size)
+            raise storage_error(exc, f"writing {self.path}") from exc
         self._size += len(data)
         self._dirty = True
 
@@ -139,7 +148,13 @@ class OffsetStore:
         """The sequence ``GroupCommit`` waits for; compacts when the file is mostly dead."""
         seq = self.commit.note_write()
         if self._size > max(_COMPACT_MIN_BYTES, 4 * self._live_bytes):
-            self._compact()
+            try:
+                self._compact()
+            except OSError:
+                # Disk full: the write itself went through; compaction is retried by a later
+                # write, and its half-written copy must not keep the space.
+                with contextlib.suppress(OSError):
+                    os.unlink(self.path + ".tmp")
         return seq
 
     def put(self, key: Key, offset: int, metadata: str) -> int:

@@ -8,6 +8,7 @@ without a lock; only fsyncs (``fsync.GroupCommit``) and long-poll waits yield. F
 
 from __future__ import annotations
 
+import contextlib
 import os
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
@@ -17,7 +18,6 @@ import trio
 
 from gateway.model import (
     AppendResult,
-    BackendUnavailable,
     CorruptMessage,
     GatewayError,
     InvalidRequest,
@@ -44,8 +44,10 @@ from .batch_format import (
     pack_header,
     stamp_uniform_sg1,
 )
+from .faults import storage_error
 from .fsync import GroupCommit
 from .producers import Producers
+from .scan import Damage
 from .segment import NO_TIMESTAMP, Segment
 
 SNAPSHOT = "producers.snapshot"
@@ -77,6 +79,8 @@ class Partition:
         self._dir_dirty = False
         self._appended = trio.Event()
         self._gone: Callable[[], GatewayError] | None = None
+        self.damage: list[Damage] = []  # damaged ranges recovery skipped when it opened this
+        self._cut_failed = False  # see _check_cut
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -200,15 +204,19 @@ class Partition:
         )
         seg = self.active
         size = len(header) + payload_size
-        if seg.size and (
-            seg.size + size > self.config.segment_bytes
-            or base + count - seg.base_offset > _MAX_RELATIVE
-        ):
-            seg = self._roll()
         try:
+            if seg.size and (
+                self._cut_failed
+                or seg.size + size > self.config.segment_bytes
+                or base + count - seg.base_offset > _MAX_RELATIVE
+            ):
+                seg = self._roll()
+            # A failed or short write leaves no partial batch behind (Segment.append), so the
+            # next append after space returns continues the log where it was.
             seg.append(header, payload, base, count, max_ts, size)
         except OSError as exc:
-            raise BackendUnavailable(f"writing {seg.path}.log failed: {exc}") from exc
+            self._check_cut(seg)
+            raise storage_error(exc, f"writing {seg.path}.log") from exc
         self.size_bytes += size
         self._dirty[seg.base_offset] = seg
         seq = self.commit.note_write()
@@ -226,21 +234,42 @@ class Partition:
             log_start_offset=self.log_start,
         )
 
+    def _check_cut(self, seg: Segment) -> None:
+        """If even cutting a failed write back failed, the file holds a partial batch past
+        ``seg.size``: the next append starts a new segment rather than write after it (readers
+        never read past ``size``; recovery cuts that tail off the sealed segment)."""
+        with contextlib.suppress(OSError):
+            if os.stat(seg.path + ".log").st_size != seg.size:
+                self._cut_failed = True
+
     def _roll(self) -> Segment:
+        # Each step may fail (disk full): sealing only writes index files, and nothing changes
+        # in memory until the new segment exists, so a failed roll is retried by the next append.
         self.active.seal()
         seg = Segment.create(self.dir, self.next_offset)
         self.add_segment(seg)
         self._dir_dirty = True
-        # Valid as of the new segment's base, so recovery only replays headers after it.
-        self.producers.write_snapshot(os.path.join(self.dir, SNAPSHOT), seg.base_offset)
+        self._cut_failed = False
+        # Valid as of the new segment's base, so recovery only replays headers after it. A
+        # snapshot that could not be written leaves the older one, which recovery replays from.
+        with contextlib.suppress(OSError):
+            self.producers.write_snapshot(os.path.join(self.dir, SNAPSHOT), seg.base_offset)
         return seg
 
     def _collect_dirty(self) -> list[int]:
-        fds = [os.dup(seg.fd) for seg in self._dirty.values()]
+        fds: list[int] = []
+        try:
+            for seg in self._dirty.values():
+                fds.append(seg.dup_fd())
+            if self._dir_dirty:
+                fds.append(os.open(self.dir, os.O_RDONLY))
+        except OSError:
+            # Out of descriptors (EMFILE): nothing is forgotten, the next flush tries again.
+            for fd in fds:
+                os.close(fd)
+            raise
         self._dirty.clear()
-        if self._dir_dirty:
-            self._dir_dirty = False
-            fds.append(os.open(self.dir, os.O_RDONLY))
+        self._dir_dirty = False
         return fds
 
     # --- read --------------------------------------------------------------------------------

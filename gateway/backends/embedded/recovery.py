@@ -2,9 +2,14 @@
 
 Sealed segments load their index files (rebuilt by a verifying scan when missing, damaged, or
 not matching the log). The active segment is always scanned batch by batch, checking length,
-offset continuity and CRC32C; at the first torn or corrupt batch the file is truncated there, so
-appends continue right after the last intact batch. Idempotent-producer state comes from the
-last snapshot plus the headers of every batch after it.
+offsets and CRC32C (scan.py). A torn tail (a crash in the middle of a write) is cut off: appends
+continue right after the last intact batch. A damaged batch FOLLOWED by intact ones is
+corruption: its bytes are cut out of the file, every intact batch after it is kept, the lost
+offset range is logged at error level and counted (``Partition.damage`` ->
+``streamgate_storage_corrupt_batches_total``), and offsets continue after the highest intact
+one, so none is ever given out twice. Readers at an offset inside a lost range continue at the
+next intact batch. Idempotent-producer state comes from the last snapshot plus the headers of
+every batch after it.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import structlog
 from .batch_format import BatchHeader
 from .partition import SNAPSHOT, LogConfig, Partition
 from .producers import Producers
+from .scan import Damage, ScanReport, repair
 from .segment import Segment, segment_name
 
 log = structlog.get_logger()
@@ -32,8 +38,7 @@ def open_partition(directory: str, number: int, config: LogConfig, now_us: int) 
     for base, next_base in pairwise(bases):
         seg = Segment(directory, base)
         if not seg.load_index() or seg.next_offset > next_base:
-            if not seg.scan():
-                log.warning("embedded.sealed_segment_truncated", path=seg.path, at=seg.size)
+            _recover(part, seg, seg.scan(), next_base)
             seg.seal()
         seg.close()
         part.add_segment(seg)
@@ -44,17 +49,56 @@ def open_partition(directory: str, number: int, config: LogConfig, now_us: int) 
         if h.producer_id >= 0:  # only idempotent batches matter for the producer state
             tail.append(h)
 
-    before = os.stat(active.path + ".log").st_size
-    if not active.scan(note):
-        log.warning(
-            "embedded.torn_tail_truncated",
-            path=active.path + ".log",
-            at=active.size,
-            dropped_bytes=before - active.size,
-        )
+    _recover(part, active, active.scan(note), None)
     part.add_segment(active)
     _rebuild_producers(part, tail, now_us)
     return part
+
+
+def _recover(part: Partition, seg: Segment, report: ScanReport, next_base: int | None) -> None:
+    """Make the file what the scan found intact. ``next_base``: the base of the segment after a
+    sealed one, whose bad tail is then corruption too (its offsets up to there are lost)."""
+    path = seg.path + ".log"
+    damage = list(report.damage)
+    if report.torn_at is not None and next_base is not None and next_base > report.next_offset:
+        damage.append(
+            Damage(
+                path,
+                report.torn_at,
+                report.file_size - report.torn_at,
+                report.next_offset,
+                next_base - 1,
+            )
+        )
+    for d in damage:
+        # Error level: acknowledged messages are gone (a torn tail is normal crash recovery).
+        log.error(
+            "embedded.corrupt_batch_skipped",
+            path=path,
+            position=d.position,
+            bytes=d.length,
+            lost_offsets=f"{d.first}-{d.last}" if d.records else "none",
+            lost_records=d.records,
+        )
+    part.damage.extend(damage)
+    if report.damage:
+        seg.close()  # its descriptor would be of the file replaced below
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            repair(path, fd, report)
+        finally:
+            os.close(fd)
+    elif report.torn_at is not None:
+        os.truncate(path, report.torn_at)
+        if not damage:
+            log.warning(
+                "embedded.torn_tail_truncated"
+                if next_base is None
+                else "embedded.sealed_segment_truncated",
+                path=path,
+                at=report.torn_at,
+                dropped_bytes=report.file_size - report.torn_at,
+            )
 
 
 def _tidy(directory: str) -> list[int]:

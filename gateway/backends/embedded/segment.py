@@ -24,13 +24,14 @@ does not check out is ignored and the index is rebuilt by scanning the log::
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import struct
 import sys
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
-from typing import Final
+from typing import Concatenate, Final, ParamSpec, TypeVar
 
 import crc32c
 
@@ -38,17 +39,17 @@ from gateway.model import WireBatch
 
 from .batch_format import (
     HEADER_SIZE,
-    MIN_LENGTH,
     STORED_FORMATS,
     BatchHeader,
     Payload,
-    check_batch,
     parse_header,
 )
+from .fd_cache import FILES, FdCache
+from .scan import ScanReport
+from .scan import scan as scan_file
 
 INDEX_INTERVAL: Final = 4096
 NO_TIMESTAMP: Final = -1
-_SCAN_CHUNK: Final = 4 << 20
 _INDEX_VERSION: Final = 1
 _IDX_HEAD = struct.Struct("<4sB3xQQQqQII")
 _TIX_HEAD = struct.Struct("<4sB3xQII")
@@ -60,9 +61,32 @@ def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _pinned(
+    method: Callable[Concatenate[Segment, _P], _R],
+) -> Callable[Concatenate[Segment, _P], _R]:
+    """The segment's file stays open (``fd_cache``: not evicted by another thread) while
+    ``method`` runs; every method that uses ``self.fd`` carries it."""
+
+    @functools.wraps(method)
+    def wrapper(self: Segment, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        self._cache.pin(self)
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._cache.unpin(self)
+
+    return wrapper
+
+
 class Segment:
     __slots__ = (
+        "_cache",
         "_fd",
+        "_pins",
         "_since_index",
         "base_offset",
         "idx_off",
@@ -76,10 +100,12 @@ class Segment:
         "ts_ts",
     )
 
-    def __init__(self, directory: str, base_offset: int) -> None:
+    def __init__(self, directory: str, base_offset: int, cache: FdCache = FILES) -> None:
         self.path = os.path.join(directory, segment_name(base_offset))
         self.base_offset = base_offset
+        self._cache = cache
         self._fd = -1
+        self._pins = 0
         self._reset()
 
     def _reset(self) -> None:
@@ -96,26 +122,36 @@ class Segment:
     # --- files -------------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, directory: str, base_offset: int) -> Segment:
-        seg = cls(directory, base_offset)
+    def create(cls, directory: str, base_offset: int, cache: FdCache = FILES) -> Segment:
+        seg = cls(directory, base_offset, cache)
         for ext in (".index", ".timeindex"):  # never trust indexes of an earlier incarnation
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(seg.path + ext)
         # O_EXCL: a new segment never takes over an existing log file (that would lose data).
         flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND
-        seg._fd = os.open(seg.path + ".log", flags, 0o644)
+        cache.get(seg, lambda: os.open(seg.path + ".log", flags, 0o644))
         return seg
 
     @property
     def fd(self) -> int:
-        if self._fd < 0:  # sealed segments open on first use: most of them are never read
-            self._fd = os.open(self.path + ".log", os.O_RDWR | os.O_APPEND)
-        return self._fd
+        """The log's descriptor, opened on use through ``fd_cache`` (which may close it again
+        once unused): only valid inside a ``_pinned`` method."""
+        return self._cache.get(self, self._open_log)
+
+    def _open_log(self) -> int:
+        return os.open(self.path + ".log", os.O_RDWR | os.O_APPEND)
+
+    @_pinned
+    def dup_fd(self) -> int:
+        """A descriptor of its own (for an fsync in a worker thread): it survives eviction."""
+        return os.dup(self.fd)
+
+    @_pinned
+    def fsync(self) -> None:
+        os.fsync(self.fd)
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._cache.close(self)
 
     def delete(self) -> None:
         self.close()
@@ -125,6 +161,7 @@ class Segment:
 
     # --- append ------------------------------------------------------------------------------
 
+    @_pinned
     def append(
         self, header: bytes, payload: Payload, base: int, count: int, max_ts: int, total: int
     ) -> None:
@@ -161,9 +198,11 @@ class Segment:
 
     # --- read --------------------------------------------------------------------------------
 
+    @_pinned
     def header_at(self, pos: int) -> BatchHeader:
         return parse_header(os.pread(self.fd, HEADER_SIZE, pos))
 
+    @_pinned
     def locate(self, offset: int) -> int:
         """Position of the batch holding ``offset`` (or of the first one after it; size if none)."""
         i = bisect_right(self.idx_off, offset - self.base_offset) - 1
@@ -175,6 +214,7 @@ class Segment:
             pos += h.size
         return self.size
 
+    @_pinned
     def read(
         self, pos: int, max_bytes: int, max_messages: int, *, force: bool
     ) -> list[tuple[BatchHeader, bytes]]:
@@ -232,6 +272,7 @@ class Segment:
             return h.base_offset, self.max_ts
         return self._first_record(pos, h, lambda t: t == self.max_ts)
 
+    @_pinned
     def _first_record(
         self, pos: int, h: BatchHeader, match: Callable[[int], bool]
     ) -> tuple[int, int]:
@@ -249,41 +290,19 @@ class Segment:
 
     # --- recovery ----------------------------------------------------------------------------
 
-    def scan(self, on_batch: Callable[[BatchHeader], None] | None = None) -> bool:
-        """Rebuild the in-memory state from the log, verifying every batch.
-
-        Returns False when the file had a torn or corrupt tail, which is then truncated at the
-        end of the last intact batch.
-        """
-        fd = self.fd
-        file_size = os.fstat(fd).st_size
+    @_pinned
+    def scan(self, on_batch: Callable[[BatchHeader], None] | None = None) -> ScanReport:
+        """Rebuild the in-memory state from the log, verifying every batch; positions are the
+        ones the file has once ``scan.repair`` cut out any damage. Changes nothing on disk: the
+        caller cuts a torn tail or repairs (recovery.py)."""
         self._reset()
-        buf = b""
-        buf_at = 0
-        pos = 0
-        expected = self.base_offset
-        while pos < file_size:
-            rel = pos - buf_at
-            if rel + HEADER_SIZE > len(buf):
-                buf, buf_at, rel = os.pread(fd, _SCAN_CHUNK, pos), pos, 0
-                if len(buf) < HEADER_SIZE:
-                    break
-            h = parse_header(buf, rel)
-            if h.length < MIN_LENGTH or pos + h.size > file_size or h.base_offset != expected:
-                break
-            if rel + h.size > len(buf):
-                buf, buf_at, rel = os.pread(fd, max(_SCAN_CHUNK, h.size), pos), pos, 0
-            if not check_batch(buf, rel, h):
-                break
+
+        def note(pos: int, h: BatchHeader) -> None:
             self._note_batch(pos, h.base_offset, h.records, h.size, h.max_timestamp_us)
             if on_batch is not None:
                 on_batch(h)
-            pos += h.size
-            expected = h.next_offset
-        if pos == file_size:
-            return True
-        os.ftruncate(fd, pos)
-        return False
+
+        return scan_file(self.fd, self.base_offset, path=self.path + ".log", on_batch=note)
 
     def seal(self) -> None:
         """Close the segment for appends and write its index files (no fsync: a lost or torn

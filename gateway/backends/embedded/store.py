@@ -14,16 +14,19 @@ from collections.abc import Callable, Iterator
 import structlog
 import trio
 
-from gateway.model import BackendUnavailable, Topic
+from gateway.model import BackendUnavailable, GatewayError, StorageError, Topic
 
 from . import catalog, files, owner
 from .catalog import StreamEntry, TopicEntry
-from .fsync import FsyncPolicy
+from .faults import StorageHealth
+from .fd_cache import FILES
+from .fsync import FsyncPolicy, GroupCommit
 from .offsets import OffsetStore
 from .partition import LogConfig, Partition
 from .producers import EXPIRATION_MS
 
 log = structlog.get_logger()
+_PARALLEL_FLUSHES = 32
 
 
 class Store:
@@ -36,6 +39,7 @@ class Store:
         clock: Callable[[], float],
         retention_check_interval_s: float,
         producer_id_expiration_ms: int = EXPIRATION_MS,
+        max_open_files: int = 0,
     ) -> None:
         if producer_id_expiration_ms <= 0:
             raise ValueError(
@@ -48,11 +52,15 @@ class Store:
         self.clock = clock
         self.retention_check_interval_s = retention_check_interval_s
         self.producer_id_expiration_ms = producer_id_expiration_ms
+        if max_open_files < 0:
+            raise ValueError(f"max_open_files must be 0 (derived) or more, not {max_open_files}")
+        self.max_open_files = max_open_files  # segment files open at once: fd_cache.py
         self.streams: dict[str, StreamEntry] = {}
         self.offsets = OffsetStore(root)
         self.lock = trio.Lock()  # serialises metadata changes (they await file work)
         self.ownership: owner.Ownership | None = None  # the directory's lock, while open
         self._nursery: trio.Nursery | None = None
+        self.health = StorageHealth()  # writable or not, damage found by recovery
 
     def now_us(self) -> int:
         return int(self.clock() * 1_000_000)
@@ -61,6 +69,7 @@ class Store:
 
     def _open(self) -> None:
         os.makedirs(self.root, exist_ok=True)
+        FILES.configure(self.max_open_files)
         self.ownership = owner.acquire(self.root)  # before anything is read: see owner.py
         try:
             self._load()
@@ -70,6 +79,9 @@ class Store:
 
     def _load(self) -> None:
         self.streams = catalog.load(self.root, self.defaults, self.now_us())
+        damage = [d for part in self.partitions() for d in part.damage]
+        if damage:  # each range was logged by recovery; counted here (metrics)
+            self.health.corrupt(len(damage), sum(d.records for d in damage))
         self.expire_producers()  # those a snapshot knows, idle while the store was closed
         self.offsets.open()
         counts = {
@@ -130,18 +142,30 @@ class Store:
         dirty = [p.commit for p in self.partitions() if p.commit.dirty]
         if self.offsets.commit.dirty:
             dirty.append(self.offsets.commit)
+        # Bounded: each flush holds duplicated descriptors until its fsync ran (fd_cache.py).
+        limiter = trio.CapacityLimiter(_PARALLEL_FLUSHES)
+
+        async def flush(commit: GroupCommit) -> None:
+            async with limiter:
+                await commit.flush()
+
         async with trio.open_nursery() as nursery:
             for commit in dirty:
-                nursery.start_soon(commit.flush)
+                nursery.start_soon(flush, commit)
 
     async def _flush_loop(self) -> None:
         while True:
             await trio.sleep(self.policy.interval_s)
             try:
                 await self.flush()
-            except* BackendUnavailable as group:
+            except* StorageError as group:
                 # The files concerned refuse further durable writes (see GroupCommit); the
-                # store keeps serving what it can rather than taking the gateway down.
+                # store keeps serving what it can rather than taking the gateway down, and
+                # reports itself not writable (logged there, once).
+                for exc in group.exceptions:
+                    if isinstance(exc, StorageError):
+                        self.health.fsync_failed(exc)
+            except* GatewayError as group:  # no fsync ran (no descriptor to do it with)
                 log.error("embedded.fsync_failed", errors=[str(e) for e in group.exceptions])
 
     async def _retention_loop(self) -> None:

@@ -7,7 +7,7 @@ deleted or resized topic follow it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from gateway.listeners.iggy.catalog import ResolvedTopic
 from gateway.listeners.iggy.session import CommandHandler, Session, handles
@@ -28,8 +28,21 @@ from gateway.model import (
     UpdateTopic,
 )
 from gateway.translate.iggy import topics as tt
+from gateway.translate.iggy.errors import IggyStatus
 from protocols.iggy import Command
 from protocols.iggy import frames_streams as f
+from protocols.iggy.status import Status
+
+# A real server's MAX_PARTITIONS_COUNT (iggy.md §5.5): more in one topic is TooManyPartitions.
+MAX_PARTITIONS: Final = 1000
+
+
+def _check_total(total: int) -> None:
+    if total > MAX_PARTITIONS:
+        raise IggyStatus(
+            Status.TOO_MANY_PARTITIONS,
+            f"a topic has at most {MAX_PARTITIONS} partitions on Iggy, not {total}",
+        )
 
 
 async def create_stream(s: Session, cmd: f.CreateStream) -> f.StreamDetails:
@@ -95,6 +108,7 @@ async def create_topic(s: Session, cmd: f.CreateTopic) -> f.TopicDetails:
         options = tt.options_of(cmd.options)
     if cmd.partitions_count < 0:
         raise InvalidPartitions("partitions count must not be negative")
+    _check_total(cmd.partitions_count)
     s.catalog.invalidate()
     result = await s.router.execute(
         CreateTopic(
@@ -165,10 +179,11 @@ async def purge_topic(s: Session, cmd: f.PurgeTopic) -> None:
 async def create_partitions(s: Session, cmd: f.CreatePartitions) -> None:
     found = await resolve(s, cmd.stream_id, cmd.topic_id)
     s.require("manage_topics", found.stream.id, found.topic.id)
-    if not 1 <= cmd.partitions_count <= 1000:
-        raise InvalidPartitions("partitions count must be in 1..1000")
-    s.catalog.invalidate()
+    if not 1 <= cmd.partitions_count <= MAX_PARTITIONS:
+        raise InvalidPartitions(f"partitions count must be in 1..{MAX_PARTITIONS}")
     total = found.topic.partition_count + cmd.partitions_count
+    _check_total(total)
+    s.catalog.invalidate()
     await s.router.execute(CreatePartitions(topic=found.name, total=total), s.ctx)
     s.groups.resize(found.name.stream, found.name.name, total)
 

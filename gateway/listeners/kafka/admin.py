@@ -132,6 +132,7 @@ async def create_topics(session: Session, req: KafkaRequest) -> Any:
                 create = CreateTopic(topic=topic, partitions=partitions, config=config)
                 if not await session.router.permits(create, session.ctx):
                     raise TopicForbidden(f"may not create topic {topic}")
+                session.router.check_partitions(create)
                 await _check_absent(session, topic)
             else:
                 await session.router.execute(

@@ -21,6 +21,7 @@ from gateway.model import (
     MessageTooLarge,
     NotFound,
     OffsetOutOfRange,
+    StorageError,
     StreamExists,
     Timeout,
     TopicExists,
@@ -75,6 +76,9 @@ _STATUSES: Final[Mapping[type[GatewayError], Status]] = {
     InvalidRequest: Status.INVALID_COMMAND,
     BackendUnavailable: Status.TRANSIENT_NOT_ACCEPTED,  # the SDK retries (§8)
     Timeout: Status.TRANSIENT_NOT_ACCEPTED,
+    # §8 has no storage status; the generic error, not a transient one the SDK would retry
+    # in silence while the disk stays full.
+    StorageError: Status.ERROR,
     GatewayError: Status.ERROR,  # group errors but UnknownMember, sequence errors...
 }
 

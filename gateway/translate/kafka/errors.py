@@ -26,6 +26,7 @@ from gateway.model import (
     ProducerFenced,
     RebalanceInProgress,
     SequenceError,
+    StorageError,
     Timeout,
     TopicExists,
     TopicForbidden,
@@ -57,6 +58,7 @@ _ERRORS: tuple[tuple[type[GatewayError], ErrorCode], ...] = (
     (SequenceError, ErrorCode.out_of_order_sequence_number),
     (NotFound, ErrorCode.unknown_topic_or_partition),
     (Timeout, ErrorCode.request_timed_out),
+    (StorageError, ErrorCode.kafka_storage_error),  # disk full, I/O error (retriable, 56)
     (Unauthorized, ErrorCode.sasl_authentication_failed),
     (GroupForbidden, ErrorCode.group_authorization_failed),
     (ClusterForbidden, ErrorCode.cluster_authorization_failed),
@@ -120,7 +122,6 @@ _FROM_CODE: dict[ErrorCode, type[GatewayError]] = {
             ErrorCode.not_controller,
             ErrorCode.not_enough_replicas,
             ErrorCode.not_enough_replicas_after_append,
-            ErrorCode.kafka_storage_error,
             ErrorCode.fenced_leader_epoch,
             ErrorCode.unknown_leader_epoch,
             ErrorCode.throttling_quota_exceeded,

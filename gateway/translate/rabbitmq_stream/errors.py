@@ -20,6 +20,7 @@ from gateway.model import (
     NotFound,
     OffsetOutOfRange,
     SequenceError,
+    StorageError,
     Timeout,
     TopicExists,
     Unauthorized,
@@ -56,6 +57,9 @@ _CODES: Final[Mapping[type[GatewayError], ResponseCode]] = {
     MessageTooLarge: ResponseCode.FRAME_TOO_LARGE,
     BackendUnavailable: ResponseCode.STREAM_NOT_AVAILABLE,
     Timeout: ResponseCode.STREAM_NOT_AVAILABLE,
+    # No storage code in the protocol (§4): internal error, which a publisher sees in its
+    # PublishError and does not mistake for a leader move.
+    StorageError: ResponseCode.INTERNAL_ERROR,
     InvalidRequest: ResponseCode.PRECONDITION_FAILED,
     SequenceError: ResponseCode.PRECONDITION_FAILED,
     GroupError: ResponseCode.PRECONDITION_FAILED,
@@ -80,6 +84,8 @@ _SHARED: Final[Mapping[int, type[GatewayError]]] = {
     # UnknownGroup or OffsetOutOfRange: no one meaning. The backend's QueryOffset takes it as
     # "nothing stored" and never raises it.
     ResponseCode.NO_OFFSET: GatewayError,
+    # A StorageError too (ours), but a broker's internal error says nothing about its disk.
+    ResponseCode.INTERNAL_ERROR: GatewayError,
 }
 
 # Codes only a broker sends (our listener answers those failures with the table's code).

@@ -123,6 +123,7 @@ SHARED = {
     ResponseCode.PRECONDITION_FAILED,  # InvalidRequest, GroupExists, SequenceError, Unsupported...
     ResponseCode.STREAM_NOT_AVAILABLE,  # BackendUnavailable, Timeout
     ResponseCode.NO_OFFSET,  # UnknownGroup, OffsetOutOfRange
+    ResponseCode.INTERNAL_ERROR,  # GatewayError (internal), StorageError
 }
 
 
