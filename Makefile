@@ -43,7 +43,8 @@ CHECK_TESTS := tests/protocols tests/gateway/translate tests/gateway/coordinatio
 	tests/gateway/backends/rabbitmq_stream/test_catalog.py \
 	tests/gateway/backends/rabbitmq_stream/test_streams.py \
 	tests/pipeline/test_options.py tests/pipeline/test_offsets.py \
-	tests/pipeline/test_partitioner.py tests/pipeline/test_dedup.py tests/pipeline/test_cli.py
+	tests/pipeline/test_partitioner.py tests/pipeline/test_dedup.py tests/pipeline/test_cli.py \
+	tests/abuse/test_codecs.py
 
 .PHONY: help setup setup-run run check test lint bench bench-kafka bench-iggy \
 	bench-rabbitmq-stream bench-backends clean apt-test python-ok compiler-ok older-clients

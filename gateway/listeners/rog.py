@@ -11,7 +11,8 @@ checked by the router like any other; a refusal is answered with its text.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import assert_never
 
 import trio
@@ -39,13 +40,39 @@ from protocols.rog import (
 )
 
 
+class _KeyedLocks:
+    """A lock per key, kept only while someone holds or waits for it: a client naming a new
+    (log, partition, group) on every request (Rog needs no login) costs nothing once answered."""
+
+    def __init__(self) -> None:
+        self._locks: dict[tuple[str, int, str], tuple[trio.Lock, list[int]]] = {}
+
+    @asynccontextmanager
+    async def hold(self, key: tuple[str, int, str]) -> AsyncIterator[None]:
+        entry = self._locks.get(key)
+        if entry is None:
+            entry = self._locks[key] = (trio.Lock(), [0])
+        lock, users = entry
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self._locks[key]
+
+    def __len__(self) -> int:
+        return len(self._locks)
+
+
 class RogService:
     def __init__(self, router: Router, *, max_frame_bytes: int) -> None:
         self.router = router
         self.max_frame_bytes = max_frame_bytes
         # fetch-then-commit must not interleave for one (log, partition, group), or two acks
         # from two connections could both move the offset from the same value.
-        self._group_locks: defaultdict[tuple[str, int, str], trio.Lock] = defaultdict(trio.Lock)
+        self._group_locks = _KeyedLocks()
 
     def handler(self) -> Handler:
         return self.handle
@@ -96,7 +123,7 @@ class RogService:
 
     async def _consume(self, req: Fetch | Ack, ctx: RequestContext, lossy: Lossy) -> Response:
         execute = self.router.execute
-        async with self._group_locks[(req.name, req.partition, req.group)]:
+        async with self._group_locks.hold((req.name, req.partition, req.group)):
             committed = (await execute(tr.fetch_offset(req), ctx)).offset
             offset = committed or 0
             try:
