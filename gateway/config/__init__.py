@@ -131,9 +131,12 @@ def apply(config: Config, values: Mapping[str, Any], source: str) -> None:
         setattr(owner, attr, _coerce(f"{source}: {key}", typ, raw))
 
 
-# Environment variables of the commands, not settings: the config file's path, and the login
-# password of ``streamgate users --url`` (gateway/client/users.py).
-_NOT_SETTINGS = frozenset({"STREAMGATE_CONFIG", "STREAMGATE_LOGIN_PASSWORD"})
+# Environment variables of the commands, not settings: the config file's path, the login
+# password of ``streamgate users --url`` (gateway/client/users.py), and the Kafka backend's SASL
+# password (gateway/backends/kafka/sasl.py).
+_NOT_SETTINGS = frozenset(
+    {"STREAMGATE_CONFIG", "STREAMGATE_LOGIN_PASSWORD", "STREAMGATE_BACKEND_PASSWORD"}
+)
 
 
 def env_name(key: str) -> str:

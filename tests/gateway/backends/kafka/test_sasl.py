@@ -7,6 +7,7 @@ backend unavailable with the broker's refusal, and the password shows nowhere.""
 
 from __future__ import annotations
 
+import os
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -68,6 +69,14 @@ async def test_a_gateway_logs_in_to_a_sasl_broker(tmp_path: Path, mechanism: str
                 direct = await in_thread(lambda: consume(broker.kafka, topic, COUNT, **sasl))
                 assert direct == sent
                 assert await in_thread(lambda: readyz(front)) == 200
+            # The password from the environment (no password_file): also how a Secret is given.
+            env_url = f"kafka://iggy@{broker.kafka}?sasl={mechanism}"
+            os.environ["STREAMGATE_BACKEND_PASSWORD"] = BROKER_PASSWORD
+            try:
+                async with running_gateway(env_url, tmp_path, "env") as from_env:
+                    assert await in_thread(lambda: readyz(from_env)) == 200
+            finally:
+                del os.environ["STREAMGATE_BACKEND_PASSWORD"]
             # The wrong password: refused by the broker, said so, the backend unavailable.
             async with running_gateway(url + "wrong.pw", tmp_path, "wrong") as wrong:
                 assert await in_thread(lambda: readyz(wrong)) == 503
