@@ -22,7 +22,6 @@ from gateway.coordination import Groups, ProducerIds, SharedGroups, UserStore
 from gateway.coordination.login_guard import LoginRefused
 from gateway.metrics import Metrics
 from gateway.model import (
-    INTERNAL_PREFIX,
     Append,
     AppendResult,
     Authenticate,
@@ -45,7 +44,6 @@ from gateway.model import (
     InitProducer,
     InitProducerResult,
     InvalidPartitions,
-    InvalidRequest,
     JoinGroup,
     LeaveGroup,
     ListGroups,
@@ -63,8 +61,6 @@ from gateway.model import (
     Stats,
     SyncGroup,
     Topic,
-    UnknownStream,
-    UnknownTopic,
     Unsupported,
     UpdateStream,
     UpdateTopic,
@@ -78,33 +74,6 @@ C = TypeVar("C", bound=Command[Any])
 log = structlog.get_logger("streamgate.router")
 
 _LISTINGS = (ListStreamsResult, ListTopicsResult, ListGroupsResult)
-
-
-def _not_internal(cmd: Command[Any]) -> None:
-    """A client names nothing the gateways keep for themselves (``model.is_internal``): it does
-    not exist, and cannot be made or renamed into being."""
-    topic = getattr(cmd, "topic", None)
-    if topic is not None:  # the hot path (Append, Read): one look at the topic
-        if is_internal(topic.name) or is_internal(topic.stream):
-            raise _internal_error(cmd, str(topic))
-        if not isinstance(cmd, UpdateTopic):
-            return
-    for attr in ("stream", "new_name", "group"):
-        name = getattr(cmd, attr, None)
-        if isinstance(name, str) and is_internal(name):
-            raise _internal_error(cmd, name)
-
-
-def _internal_error(cmd: Command[Any], name: str) -> GatewayError:
-    if isinstance(cmd, CreateTopic | CreateStream | UpdateTopic | UpdateStream):
-        return InvalidRequest(f"names starting with {INTERNAL_PREFIX!r} are the gateway's own")
-    if isinstance(cmd, ListTopics | DeleteStream | PurgeStream):
-        return UnknownStream(f"stream {name!r} does not exist")
-    if isinstance(cmd, JoinGroup | SyncGroup | Heartbeat | LeaveGroup | DescribeGroup):
-        return InvalidRequest(
-            f"group names starting with {INTERNAL_PREFIX!r} are the gateway's own"
-        )
-    return UnknownTopic(f"topic {name!r} does not exist")
 
 
 def _without_internal(result: Any) -> Any:
@@ -310,10 +279,9 @@ class Router:
                 raise Unsupported(f"{name} is not supported by the {self.backend.name} backend")
             if isinstance(cmd, CreateTopic | CreatePartitions):
                 self.check_partitions(cmd)
-            if not ctx.system:
-                _not_internal(cmd)
             result: R = await handler(cmd)
-            if not ctx.system and isinstance(result, _LISTINGS):
+            listing = isinstance(result, _LISTINGS)
+            if listing and not (ctx.system or getattr(cmd, "internal", False)):
                 result = _without_internal(result)
         except GatewayError as exc:
             elapsed = time.perf_counter() - t0

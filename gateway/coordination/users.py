@@ -488,14 +488,15 @@ def _bounds(r: range) -> str:
     return f"{r.start}..{r.stop - 1}"
 
 
+# Counted in UTF-8 bytes, as Iggy counts them (Rust's ``str::len``), not in characters.
 def _check_username(username: str) -> None:
-    if len(username) not in USERNAME_LENGTH:
-        raise InvalidRequest(f"username must have {_bounds(USERNAME_LENGTH)} characters")
+    if len(username.encode()) not in USERNAME_LENGTH:
+        raise InvalidRequest(f"username must have {_bounds(USERNAME_LENGTH)} bytes")
 
 
 def _check_password(password: str) -> None:
-    if len(password) not in PASSWORD_LENGTH:
-        raise InvalidRequest(f"password must have {_bounds(PASSWORD_LENGTH)} characters")
+    if len(password.encode()) not in PASSWORD_LENGTH:
+        raise InvalidRequest(f"password must have {_bounds(PASSWORD_LENGTH)} bytes")
 
 
 __all__ = [

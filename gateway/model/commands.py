@@ -57,6 +57,8 @@ class PurgeStream(Command[r.PurgeStreamResult]):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ListStreams(Command[r.ListStreamsResult]):
     name: ClassVar[str] = "list_streams"
+    # With the gateways' own (``names.is_internal``): to resolve a name, never to show a list.
+    internal: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,6 +81,7 @@ class DeleteTopic(Command[r.DeleteTopicResult]):
 class ListTopics(Command[r.ListTopicsResult]):
     name: ClassVar[str] = "list_topics"
     stream: str | None = None  # None = every stream
+    internal: bool = False  # as ListStreams.internal
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -138,8 +138,8 @@ class LogoutUser:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UnknownCommand:
     """A code this codec does not know (or that this framing does not carry): the listener
-    answers it with ``Status.FEATURE_UNAVAILABLE`` (§8). Sent as is by the client role, like
-    the SDK's ``send_binary_request``."""
+    answers it with ``Status.INVALID_COMMAND``, as the real server's parser does (§8). Sent as
+    is by the client role, like the SDK's ``send_binary_request``."""
 
     code: int
     payload: bytes

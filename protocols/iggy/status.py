@@ -36,6 +36,7 @@ class Status(IntEnum):
     STREAM_NAME_ALREADY_EXISTS = 1012
     INVALID_STREAM_NAME = 1013
     INVALID_STREAM_ID = 1014
+    INVALID_TOPIC_SIZE = 1019  # a max topic size below the segment size
     TOO_MANY_STREAMS = 1020
     TOPIC_ID_NOT_FOUND = 2010
     TOPIC_NAME_NOT_FOUND = 2011

@@ -48,7 +48,9 @@ class Catalog:
         self._topics.clear()
 
     async def streams(self, ctx: RequestContext) -> tuple[StreamInfo, ...]:
-        return (await self.router.execute(ListStreams(), ctx)).streams
+        # every stream, the gateways' own too: a gateway chained in front keeps its internal
+        # streams here through this listener, by name (listings hide them: streams.py)
+        return (await self.router.execute(ListStreams(internal=True), ctx)).streams
 
     async def stream(self, ident: Identifier, ctx: RequestContext) -> StreamInfo:
         for info in await self.streams(ctx):

@@ -320,6 +320,14 @@ async def delete_offset(s: Session, cmd: fg.DeleteConsumerOffset) -> None:
     found, group, partition = await _offset_target(
         s, cmd.consumer, cmd.stream_id, cmd.topic_id, cmd.partition_id
     )
+    committed = await s.router.execute(
+        FetchOffset(group=group, topic=found.name, partition=partition), s.ctx
+    )
+    if tr.stored_offset(committed.offset) is None:
+        # The real server refuses to delete what was never stored (§8: 3021).
+        raise IggyStatus(
+            Status.CONSUMER_OFFSET_NOT_FOUND, f"no offset stored for {group!r} in {found.name}"
+        )
     await s.router.execute(DeleteOffset(group=group, topic=found.name, partition=partition), s.ctx)
 
 

@@ -29,7 +29,7 @@ from gateway.listeners.iggy.session import (
     IggySettings,
     Session,
 )
-from gateway.model import GatewayError, UnknownGroup, UnknownStream, UnknownTopic
+from gateway.model import GatewayError, UnknownStream, UnknownTopic
 from gateway.router import Router
 from gateway.translate.iggy import requests as tr
 from gateway.translate.iggy.errors import eviction_of
@@ -152,8 +152,14 @@ class IggyService:
         command = req.command
         if session.user is None and req.code not in _BEFORE_LOGIN:
             return codec.send_error(req, Status.UNAUTHENTICATED), "unauthorized"
+        if isinstance(command, fs.UnknownCommand):
+            # A code (or VSR operation) this framing does not define: the real server's
+            # command parser answers InvalidCommand (§8).
+            return codec.send_error(req, Status.INVALID_COMMAND), "invalid_request"
         handler = self.handlers.get(type(command))
         if handler is None:
+            # A command Iggy defines that this gateway does not serve (GetSnapshot,
+            # DeleteSegments): the feature is unavailable here, not the command invalid.
             return codec.send_error(req, Status.FEATURE_UNAVAILABLE), "unsupported"
         try:
             body = await handler(session, command)
@@ -181,7 +187,9 @@ def _refusal(codec: IggyServerCodec, req: IggyRequest, status: int) -> bytes:
 
 def _named(command: Command, exc: GatewayError) -> bool:
     """Did the request name what was not found by a string identifier? (*NameNotFound)"""
-    attr = {UnknownStream: "stream_id", UnknownTopic: "topic_id", UnknownGroup: "group_id"}
+    # Not groups: the real server says "Consumer group with ID: ... was not found" (5000)
+    # however the group was named.
+    attr = {UnknownStream: "stream_id", UnknownTopic: "topic_id"}
     for cls, name in attr.items():
         if isinstance(exc, cls):
             return isinstance(getattr(command, name, None), str)

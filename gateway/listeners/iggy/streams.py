@@ -7,6 +7,7 @@ deleted or resized topic follow it.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Final
 
 from gateway.listeners.iggy.catalog import ResolvedTopic
@@ -23,9 +24,11 @@ from gateway.model import (
     NotFound,
     PurgeStream,
     PurgeTopic,
+    StreamInfo,
     Topic,
     UpdateStream,
     UpdateTopic,
+    is_internal,
 )
 from gateway.translate.iggy import topics as tt
 from gateway.translate.iggy.errors import IggyStatus
@@ -47,6 +50,7 @@ def _check_total(total: int) -> None:
 
 async def create_stream(s: Session, cmd: f.CreateStream) -> f.StreamDetails:
     s.require("manage_streams")
+    tt.check_no_options(cmd.options, "stream")
     s.catalog.invalidate()
     result = await s.router.execute(CreateStream(stream=cmd.name, id=cmd.stream_id or None), s.ctx)
     return tt.stream_details(result.info, legacy=s.legacy)
@@ -58,7 +62,17 @@ async def get_stream(s: Session, cmd: f.GetStream) -> f.StreamDetails | None:
     except NotFound:
         return None  # §3.7: "not found" is an empty OK body
     s.require("read_streams", info.id)
-    return tt.stream_details(info, legacy=s.legacy)
+    return tt.stream_details(_shown(info), legacy=s.legacy)
+
+
+def _shown(info: StreamInfo) -> StreamInfo:
+    """A stream as a listing shows it: without the gateways' internal topics (a stream of their
+    own, reached by name, shows all of its topics)."""
+    if is_internal(info.name) or not any(is_internal(t.topic.name) for t in info.topics):
+        return info
+    return dataclasses.replace(
+        info, topics=tuple(t for t in info.topics if not is_internal(t.topic.name))
+    )
 
 
 async def get_streams(s: Session, cmd: f.GetStreams) -> f.Streams:
@@ -72,6 +86,7 @@ def _id(info: Any) -> int:
 
 
 async def update_stream(s: Session, cmd: f.UpdateStream) -> None:
+    tt.check_no_options(cmd.options, "stream")
     info = await s.catalog.stream(cmd.stream_id, s.ctx)
     s.require("manage_streams", info.id)
     s.catalog.invalidate()
@@ -109,13 +124,15 @@ async def create_topic(s: Session, cmd: f.CreateTopic) -> f.TopicDetails:
     if cmd.partitions_count < 0:
         raise InvalidPartitions("partitions count must not be negative")
     _check_total(cmd.partitions_count)
+    config = tt.topic_config(options, partitions=max(1, cmd.partitions_count))
+    tt.check_topic_size(config)
     s.catalog.invalidate()
     result = await s.router.execute(
         CreateTopic(
             topic=Topic(stream.name, cmd.name),
             # Iggy allows a topic without partitions; the canonical model needs one to exist.
             partitions=max(1, cmd.partitions_count),
-            config=tt.topic_config(options, partitions=max(1, cmd.partitions_count)),
+            config=config,
             id=cmd.topic_id or None,
             create_stream=False,
         ),
@@ -138,9 +155,12 @@ async def get_topic(s: Session, cmd: f.GetTopic) -> f.TopicDetails | None:
 
 
 async def get_topics(s: Session, cmd: f.GetTopics) -> f.Topics:
-    stream = await s.catalog.stream(cmd.stream_id, s.ctx)
+    try:
+        stream = await s.catalog.stream(cmd.stream_id, s.ctx)
+    except NotFound:
+        return f.Topics(topics=())  # as the real server: a missing stream has no topics
     s.require("read_topics", stream.id)
-    topics = sorted(stream.topics, key=_id)
+    topics = sorted(_shown(stream).topics, key=_id)
     return f.Topics(topics=tuple(tt.topic_frame(t, legacy=s.legacy) for t in topics))
 
 
@@ -155,6 +175,7 @@ async def update_topic(s: Session, cmd: f.UpdateTopic) -> None:
         options = tt.options_of(cmd.options)
     info = found.topic
     config = tt.topic_config(options, partitions=info.partition_count, base=info.config)
+    tt.check_topic_size(config)
     s.catalog.invalidate()
     new_name = cmd.name if cmd.name != info.topic.name else None
     await s.router.execute(UpdateTopic(topic=info.topic, config=config, new_name=new_name), s.ctx)

@@ -17,6 +17,7 @@ from gateway import __version__
 from gateway.listeners.iggy.session import ClientState, CommandHandler, Session, handles
 from gateway.model import Authenticate, InvalidRequest, Stats, UnknownUser
 from gateway.translate.iggy import users as tu
+from gateway.translate.iggy.topic_settings import check_no_options
 from protocols.iggy import Command
 from protocols.iggy import frames_system as fs
 from protocols.iggy import frames_users as fu
@@ -233,6 +234,9 @@ async def get_users(s: Session, cmd: fu.GetUsers) -> fu.Users:
 
 async def create_user(s: Session, cmd: fu.CreateUser) -> fu.UserInfoDetails:
     s.require("manage_users")
+    check_no_options(cmd.options, "user")
+    tu.check_username(cmd.username)
+    tu.check_password(cmd.password)
     user = await s.users.create_user(
         cmd.username,
         cmd.password,
@@ -244,6 +248,8 @@ async def create_user(s: Session, cmd: fu.CreateUser) -> fu.UserInfoDetails:
 
 async def update_user(s: Session, cmd: fu.UpdateUser) -> None:
     s.require("manage_users")
+    check_no_options(cmd.options, "user")
+    tu.check_username(cmd.username)
     status = None if cmd.status is None else tu.user_status(cmd.status)
     s.users.update_user(cmd.user_id, username=cmd.username, status=status)
 
@@ -263,6 +269,7 @@ async def change_password(s: Session, cmd: fu.ChangePassword) -> None:
     target = s.users.get_user(cmd.user_id)
     if target.id != s.user.id:
         s.require("manage_users")
+    tu.check_password(cmd.new_password)
     await s.users.change_password(target.id, cmd.current_password, cmd.new_password)
 
 

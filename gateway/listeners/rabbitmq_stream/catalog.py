@@ -110,7 +110,9 @@ class Catalog:
         if cached is not None and not fresh and now - cached.at < self.ttl_s:
             return cached
         try:
-            topics = (await self.router.execute(ListTopics(stream=stream), ctx)).topics
+            topics = (
+                await self.router.execute(ListTopics(stream=stream, internal=True), ctx)
+            ).topics
         except UnknownStream:
             topics = ()
         snap = _Snapshot(now)

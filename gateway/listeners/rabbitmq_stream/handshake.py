@@ -169,7 +169,7 @@ async def _vhost_stream(s: Session, stream: str) -> int | None:
     """The canonical stream's id; the default one is created on first use (``/`` always exists
     on a RabbitMQ server), any other must exist."""
     for attempt in range(2):
-        streams = (await s.router.execute(ListStreams(), s.ctx)).streams
+        streams = (await s.router.execute(ListStreams(internal=True), s.ctx)).streams
         for info in streams:
             if info.name == stream:
                 return info.id

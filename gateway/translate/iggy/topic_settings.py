@@ -20,12 +20,15 @@ from gateway.model import (
     TopicConfig,
     TopicInfo,
 )
+from gateway.translate.iggy.errors import IggyStatus
 from gateway.translate.iggy.messages import U64_MAX, header_text, next_offset
+from gateway.translate.iggy.sizes import parse_expiry_us, parse_max_size, parse_size
 from protocols import iggy as wire
 from protocols._wire import LocalProtocolError
 from protocols.iggy.headers import Header as IggyHeader
 from protocols.iggy.headers import HeaderKind as IggyKind
 from protocols.iggy.headers import HeaderValue
+from protocols.iggy.status import Status
 
 # Option keys of iggy.md §5.4 and how their values travel; anything else is a String.
 OPTION_KINDS: Final = {
@@ -94,19 +97,22 @@ def topic_config(
     extra.update(options)
     retention_ms, retention_bytes = base.retention_ms, base.retention_bytes
     segment_bytes, compression = base.segment_bytes, base.compression
+    # Values come as numbers (the SDK's typed options) or as Iggy's text forms (an ``options=``
+    # string: "128 MiB", "1h"); either way ``extra`` keeps the number, as a server reports it.
     try:
         if "message_expiry" in options:
-            expiry = int(options["message_expiry"])
-            retention_ms = (
-                None if expiry == 0 else -1 if expiry == U64_MAX else max(1, expiry // 1000)
-            )
+            expiry = parse_expiry_us(options["message_expiry"])
+            extra["message_expiry"] = str(expiry)
+            retention_ms = _retention_ms(expiry)
         if "max_topic_size" in options:
-            size = int(options["max_topic_size"])
+            size = parse_max_size(options["max_topic_size"])
+            extra["max_topic_size"] = str(size)
             retention_bytes = (
                 None if size == 0 else -1 if size == U64_MAX else -(-size // max(1, partitions))
             )
         if "segment_size" in options:
-            segment_bytes = int(options["segment_size"]) or None
+            segment_bytes = parse_size(options["segment_size"]) or None
+            extra["segment_size"] = str(segment_bytes or 0)
     except ValueError as exc:
         raise InvalidRequest(f"bad topic option: {exc}") from None
     if "compression_algorithm" in options:
@@ -124,8 +130,17 @@ def topic_config(
     )
 
 
+def _retention_ms(expiry_us: int) -> int | None:
+    return None if expiry_us == 0 else -1 if expiry_us == U64_MAX else max(1, expiry_us // 1000)
+
+
 def message_expiry(config: TopicConfig) -> int:
-    """§5.4: µs; 0 = the server's default, u64::MAX = never."""
+    """§5.4: µs; 0 = the server's default, u64::MAX = never. Canonical retention is in ms: the
+    µs an Iggy client gave are kept (in ``extra``) and answered while they still say what the
+    retention is, so 1 µs comes back as 1 µs, not 1 ms."""
+    explicit = config.extra.get("message_expiry", "")
+    if explicit.isdigit() and _retention_ms(int(explicit)) == config.retention_ms:
+        return int(explicit)
     if config.retention_ms is None:
         return 0
     return U64_MAX if config.retention_ms < 0 else config.retention_ms * 1000
@@ -140,6 +155,26 @@ def max_topic_size(config: TopicConfig, partitions: int) -> int:
     if config.retention_bytes is None:
         return 0
     return U64_MAX if config.retention_bytes < 0 else config.retention_bytes * partitions
+
+
+def check_topic_size(config: TopicConfig) -> None:
+    """A real server refuses a max topic size below the segment size with InvalidTopicSize
+    (1019). Checked against a segment size the topic was given; the gateway does not know the
+    backend's default segment size before the topic exists."""
+    size, segment = config.extra.get("max_topic_size", ""), config.segment_bytes
+    if size.isdigit() and int(size) not in (0, U64_MAX) and segment and int(size) < segment:
+        raise IggyStatus(
+            Status.INVALID_TOPIC_SIZE,
+            f"max topic size {size} is below the segment size {segment}",
+        )
+
+
+def check_no_options(options: Sequence[IggyHeader], what: str) -> None:
+    """Streams and users have no option keys yet: a real server refuses any key with
+    UnsupportedOptionKey (4041), as the SDK's docs say of update_stream and update_user."""
+    if options:
+        key = header_text(options[0].key)
+        raise IggyStatus(Status.UNSUPPORTED_OPTION_KEY, f"unsupported {what} option {key!r}")
 
 
 def compression(config: TopicConfig) -> wire.CompressionAlgorithm:
@@ -212,6 +247,8 @@ def stream_info(stream: wire.Stream, topics: Sequence[TopicInfo] = ()) -> Stream
 
 __all__ = [
     "OPTION_KINDS",
+    "check_no_options",
+    "check_topic_size",
     "compression",
     "max_topic_size",
     "message_expiry",

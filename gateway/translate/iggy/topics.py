@@ -8,7 +8,12 @@ from __future__ import annotations
 from gateway.model import PartitionInfo, StreamInfo, TopicInfo
 from gateway.translate.iggy import topic_settings as mapped
 from gateway.translate.iggy.messages import current_offset
-from gateway.translate.iggy.topic_settings import options_of, topic_config
+from gateway.translate.iggy.topic_settings import (
+    check_no_options,
+    check_topic_size,
+    options_of,
+    topic_config,
+)
 from protocols import iggy as wire
 
 # --- streams and topics -------------------------------------------------------------------------
@@ -40,14 +45,20 @@ def partition_frame(info: PartitionInfo, created_at: int, *, shift: int = 0) -> 
 
 
 def topic_frame(info: TopicInfo, *, legacy: bool = False) -> wire.Topic:
-    config = info.config
+    config, partitions = info.config, info.partition_count
+    # A real server reports what it resolved, never ServerDefault (0): where the topic leaves a
+    # setting to the backend, the backend's value (``TopicInfo.defaults``) when it says one.
+    expiry = mapped.message_expiry(config) or mapped.message_expiry(info.defaults)
+    size = mapped.max_topic_size(config, partitions) or mapped.max_topic_size(
+        info.defaults, partitions
+    )
     return wire.Topic(
         id=info.id,
         created_at=info.created_at_us,
-        partitions_count=info.partition_count,
-        message_expiry=mapped.message_expiry(config),
+        partitions_count=partitions,
+        message_expiry=expiry,
         compression_algorithm=mapped.compression(config),
-        max_topic_size=mapped.max_topic_size(config, info.partition_count),
+        max_topic_size=size,
         size_bytes=info.size_bytes,
         messages_count=info.message_count,
         name=info.topic.name,
@@ -83,6 +94,8 @@ def stream_details(info: StreamInfo, *, legacy: bool = False) -> wire.StreamDeta
 
 
 __all__ = [
+    "check_no_options",
+    "check_topic_size",
     "legacy_topic_options",
     "options_of",
     "partition_frame",

@@ -5,10 +5,11 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Final
 
 from gateway.model import permissions as perm
 from gateway.model.users import TokenInfo, User, UserStatus
+from gateway.translate.iggy.errors import IggyStatus
 from gateway.translate.iggy.requests import U64_MAX
 from protocols.iggy.frames_users import (
     GlobalPermissions,
@@ -20,8 +21,24 @@ from protocols.iggy.frames_users import (
     UserInfoDetails,
 )
 from protocols.iggy.frames_users import UserStatus as WireStatus
+from protocols.iggy.status import Status
 
 # --- users ----------------------------------------------------------------------------------------
+
+# iggy_common's limits, counted in UTF-8 bytes (Rust's ``str::len``), not in characters.
+USERNAME_BYTES: Final = range(3, 51)
+PASSWORD_BYTES: Final = range(3, 101)
+
+
+def check_username(username: str | None) -> None:
+    """A real server refuses a username of the wrong byte length with InvalidUsername (43)."""
+    if username is not None and len(username.encode()) not in USERNAME_BYTES:
+        raise IggyStatus(Status.INVALID_USERNAME, "username must have 3..50 bytes")
+
+
+def check_password(password: str) -> None:
+    if len(password.encode()) not in PASSWORD_BYTES:
+        raise IggyStatus(Status.INVALID_PASSWORD, "password must have 3..100 bytes")
 
 
 def user_info(user: User) -> UserInfo:
@@ -100,6 +117,10 @@ def token_expiry(expiry: int) -> int | None:
 
 
 __all__ = [
+    "PASSWORD_BYTES",
+    "USERNAME_BYTES",
+    "check_password",
+    "check_username",
     "gateway_permissions",
     "token_expiry",
     "token_info",

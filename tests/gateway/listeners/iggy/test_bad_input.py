@@ -1,7 +1,8 @@
 """Bad input on the Iggy listener, over raw sockets, in both framings (iggy.md §3, §9).
 
 A body the gateway cannot take is answered with its Iggy status and the connection goes on, as
-with the real server: unknown codes (5 FeatureUnavailable), checksums (4027, 4039), requests
+with the real server: unknown codes (3 InvalidCommand; 5 FeatureUnavailable for a command Iggy
+defines that the gateway does not serve), checksums (4027, 4039), requests
 before a login (40), a malformed VSR login (an Eviction frame, reason 15). A broken frame
 (oversized, truncated, a VSR header that is no Request) closes the connection without a reply.
 None of it disturbs anyone else.
@@ -112,12 +113,13 @@ async def test_ping_before_login_works_and_anything_else_is_40(gateway: Running)
         assert errors(gateway, "protocol_error") == 0
 
 
-async def test_unknown_command_code_is_feature_unavailable(gateway: Running) -> None:
+async def test_unknown_command_code_is_invalid_command(gateway: Running) -> None:
+    """A code Iggy does not define: InvalidCommand (3), as the real server (issue 19)."""
     with trio.fail_after(10):
         for era in FRAMINGS:
             wire = await IggyWire.logged_in(gateway, era)
             reply = await wire.call(UnknownCommand(code=UNKNOWN_CODE, payload=b"\x01\x02\x03"))
-            assert reply.status == Status.FEATURE_UNAVAILABLE, (era, reply)
+            assert reply.status == Status.INVALID_COMMAND, (era, reply)
             await wire.ok(Ping())
             await wire.ok(GetStreams())
             await wire.aclose()
@@ -125,12 +127,12 @@ async def test_unknown_command_code_is_feature_unavailable(gateway: Running) -> 
 
 
 async def test_unknown_code_by_hand_gets_the_status_bytes(gateway: Running) -> None:
-    """The same over hand-built frames, to pin the bytes: legacy ``[5][0]`` (§9.1); VSR a
-    256-byte reply with status 5 at offset 216 and the client echoed at 160 (§3.3)."""
+    """The same over hand-built frames, to pin the bytes: legacy ``[3][0]`` (§9.1); VSR a
+    256-byte reply with status 3 at offset 216 and the client echoed at 160 (§3.3)."""
     with trio.fail_after(10):
         legacy = await IggyWire.logged_in(gateway, Era.B)
         await legacy.stream.send_all(encode_legacy_request(UNKNOWN_CODE, b"junk"))
-        assert await legacy.raw_frame() == U32_LE.pack(Status.FEATURE_UNAVAILABLE) + U32_LE.pack(0)
+        assert await legacy.raw_frame() == U32_LE.pack(Status.INVALID_COMMAND) + U32_LE.pack(0)
         await legacy.ok(Ping())
         await legacy.aclose()
 
@@ -146,7 +148,7 @@ async def test_unknown_code_by_hand_gets_the_status_bytes(gateway: Running) -> N
         reply = await vsr.raw_frame()
         assert len(reply) == HEADER_SIZE
         assert reply[COMMAND_AT] == COMMAND_REPLY
-        assert U32_LE.unpack_from(reply, STATUS_AT)[0] == Status.FEATURE_UNAVAILABLE
+        assert U32_LE.unpack_from(reply, STATUS_AT)[0] == Status.INVALID_COMMAND
         assert int.from_bytes(reply[160:176], "little") == vsr.codec.client_id
         assert reply[208] == 2  # the operation echoed
         await vsr.ok(Ping())
