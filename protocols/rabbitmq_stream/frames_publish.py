@@ -116,6 +116,14 @@ class SimpleEntries(Sequence[PublishedMessage]):
     def __iter__(self) -> Iterator[PublishedMessage]:
         return (self[i] for i in range(len(self)))
 
+    def stored_range(self, start: int, stop: int) -> bytes:
+        """``stored`` of the entries ``start .. stop - 1`` (a cut at entry boundaries)."""
+        if start == 0 and stop >= len(self):
+            return self.stored  # the whole frame: no copy
+        begin = self._starts[start] if start < len(self) else len(self.stored)
+        end = self._starts[stop] if stop < len(self) else len(self.stored)
+        return self.stored[begin:end]
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, SimpleEntries):
             return self.ids == other.ids and self.stored == other.stored

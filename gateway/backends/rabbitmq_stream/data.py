@@ -67,6 +67,7 @@ from gateway.translate.rabbitmq_stream.messages import (
     to_amqp,
     wire_entries,
 )
+from gateway.translate.rabbitmq_stream.notes import split
 from protocols import rabbitmq_stream as rs
 from protocols._wire import RemoteProtocolError
 from protocols.rabbitmq_stream import ResponseCode
@@ -94,7 +95,9 @@ def entries_of(batch: MessageBatch, max_message_bytes: int) -> tuple[bytes, int]
     RabbitMQ entries as they are, other messages as AMQP 1.0 simple entries."""
     wire = batch.wire
     if wire is not None and wire.format == WIRE_FORMAT:
-        stored, records = wire.data, wire.count
+        # The chunk notes stay behind: RabbitMQ writes its own trailer, and 3.10 takes no filter
+        # values (a Publish v2 to it would be refused).
+        stored, records = split(wire.data)[1], wire.count
         try:
             entries, counted = count_entries(stored)
         except RemoteProtocolError as exc:

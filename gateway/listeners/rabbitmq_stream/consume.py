@@ -9,7 +9,13 @@ AMQP 1.0 simple entries). Delivery is chunk-granular as on RabbitMQ: a chunk may
 requested offset and clients skip those records (§6). As on RabbitMQ, a Subscribe (and a Credit
 to a subscription that had none) is followed by what the credit allows of what is there before
 the connection's next frame is handled: clients take the answer to a request sent after it as a
-barrier behind those Deliver frames.
+barrier behind those Deliver frames. A QueryOffset (the RabbitMQ backend's barrier) also waits for
+every chunk a delivery has already read to be written, however long the read took.
+
+Filtering (RabbitMQ 3.13): a Subscribe with ``filter.N`` properties gets only the stored chunks
+holding one of those values (Publish v2 filter values, kept in the chunk's notes), and with
+``match-unfiltered=true`` also those holding an entry without a value; the chunk goes whole, as
+RabbitMQ's bloom filter lets it through, and the client filters its entries.
 
 Offsets: StoreOffset(reference, stream, n) commits n + 1 for the canonical group named by the
 reference (DESIGN.md §3), so a Kafka consumer group of that name sees the same position.
@@ -47,6 +53,7 @@ from gateway.model import (
 from gateway.router import RequestContext
 from gateway.translate.rabbitmq_stream import chunks as trm
 from gateway.translate.rabbitmq_stream import requests as tr
+from gateway.translate.rabbitmq_stream.notes import filter_of
 from protocols import rabbitmq_stream as rs
 from protocols.rabbitmq_stream import OffsetType, ResponseCode
 
@@ -119,7 +126,7 @@ async def subscribe(s: Session, f: rs.Subscribe) -> None:
     tr.start_at(f.offset)  # an unknown offset type fails here, before the response
     sub = Subscription(
         s, f.subscription_id, target, f.offset, f.credit, name=name, sac=sac,
-        super_stream=props.get("super-stream", ""),
+        super_stream=props.get("super-stream", ""), only=filter_of(f.properties or ()),
     )  # fmt: skip
     offset = 0 if sac else await resolve(s, target, f.offset)  # "next" = at Subscribe time
     s.subscriptions[sub.id] = sub
@@ -215,8 +222,8 @@ async def _deliver(sub: Subscription, offset: int) -> None:
             except OffsetOutOfRange as exc:
                 if read_at < exc.log_start:  # retention dropped it: from the oldest kept
                     offset = read_at = exc.log_start
-                else:  # not written yet: wait at the end, deliver from ``offset`` on
-                    read_at = exc.log_end
+                else:  # past the end: from the end, as Osiris clamps such an offset to `next`
+                    offset = read_at = exc.log_end
                     sub.settled.set()
                 continue
             except NotFound:
@@ -230,7 +237,9 @@ async def _deliver(sub: Subscription, offset: int) -> None:
                 # more is delivered (the router logged and counted the refusal)
                 return
             batches = result.batches
-            chunk = trm.chunk_for(batches, offset, lossy=count_lossy)
+            if batches:
+                sub.unsettle()  # read: written before the answer to any later request
+            chunk = trm.chunk_for(batches, offset, lossy=count_lossy, only=sub.only)
             if chunk is None:
                 if not batches:
                     sub.settled.set()  # at the end: nothing more to send now
@@ -251,7 +260,7 @@ async def _deliver(sub: Subscription, offset: int) -> None:
                 batches = tuple(b for b in batches if b.base_offset + len(b) > offset)
                 if sub.credit <= 0 or not batches:
                     break
-                chunk = trm.chunk_for(batches, offset, lossy=count_lossy)
+                chunk = trm.chunk_for(batches, offset, lossy=count_lossy, only=sub.only)
 
 
 async def credit(s: Session, f: rs.Credit) -> rs.Frame | None:
@@ -288,6 +297,9 @@ async def store_offset(s: Session, f: rs.StoreOffset) -> None:
 
 
 async def query_offset(s: Session, f: rs.QueryOffset) -> rs.Frame:
+    # Clients take this answer as a barrier behind the Deliver frames of what is already read
+    # (the RabbitMQ backend's ``barrier``): it waits for them.
+    await s.deliveries_written()
     target = await s.catalog.target(s.stream, f.stream, s.ctx)
     s.require("poll_messages", target.info.id)
     found = await s.router.execute(

@@ -1,10 +1,12 @@
 """RabbitMQ Stream publishing (rabbitmq-stream.md §5 Publishing): DeclarePublisher, Publish with
 PublishConfirm / PublishError, QueryPublisherSequence, DeletePublisher.
 
-A Publish frame is appended as one canonical batch, its entries stored as sent (wire format
-``rabbitmq_stream``: simple entries and sub-entry batches, still compressed), and confirmed only
-once the backend accepted it. A sub-entry batch is inflated once to check it (bad input is
-refused, nothing stored) but stored compressed.
+A Publish frame is appended as canonical batches of at most ``CHUNK_ENTRIES`` entries (one
+stored batch = one chunk, as RabbitMQ's writer cuts a big frame into several), its entries stored
+as sent (wire format ``rabbitmq_stream``: simple entries and sub-entry batches, still
+compressed) with the chunk's notes (``translate.rabbitmq_stream.notes``: the publisher reference,
+and Publish v2's filter values), and confirmed only once the backend accepted them. A sub-entry
+batch is inflated once to check it (bad input is refused, nothing stored) but stored compressed.
 
 Deduplication (§5): a publisher with a reference has its publishing ids tracked per partition
 stream; an entry whose id is not above the highest one stored is confirmed but not stored.
@@ -19,6 +21,7 @@ clients resume after it); that holds for one gateway only (README, "Running many
 
 from __future__ import annotations
 
+import itertools
 import time
 
 from gateway.listeners.rabbitmq_stream.catalog import Target
@@ -41,12 +44,18 @@ from gateway.model import (
 )
 from gateway.translate.rabbitmq_stream import chunks as trm
 from gateway.translate.rabbitmq_stream import requests as tr
+from gateway.translate.rabbitmq_stream.notes import notes_for
 from protocols import rabbitmq_stream as rs
 from protocols._wire import RemoteProtocolError
 from protocols.rabbitmq_stream import ResponseCode
 from protocols.rabbitmq_stream.chunk import Entry, SimpleEntry, SubEntryBatch
 
 PUBLISHER_GROUP = "__rabbitmq_publisher."
+# Entries per stored chunk. RabbitMQ writes a Publish frame's entries one by one
+# (rabbit_stream_reader: one osiris:write each) and its Osiris writer makes a chunk of each batch
+# it takes from its mailbox, so a big Publish becomes several chunks (``last`` delivers only the
+# last of them); the gateway cuts a frame into chunks of this many entries.
+CHUNK_ENTRIES = 1000
 
 
 def _broker_dedups(s: Session) -> bool:
@@ -110,11 +119,25 @@ def _entry(item: rs.PublishedMessage | rs.PublishedSubBatch) -> Entry:
     return batch
 
 
+def _all_new(ids: list[int], last: int) -> bool:
+    """Every id above ``last`` and above the ids before it in the frame: no entry of it is a
+    duplicate. A frame may repeat ids (1,2,3,1,2,3): RabbitMQ stores the first of each and
+    confirms the repeats unstored (§5 Deduplication), as it does for ids at or below ``last``."""
+    if ids[0] <= last:
+        return False
+    return all(a < b for a, b in itertools.pairwise(ids))
+
+
 def _errors(publisher_id: int, ids: list[int], code: int) -> rs.PublishError:
     return rs.PublishError(
         publisher_id=publisher_id,
         errors=tuple(rs.PublishingError(publishing_id=i, code=code) for i in ids),
     )
+
+
+def _pieces(n: int) -> list[tuple[int, int]]:
+    """(start, stop) of the stored chunks ``n`` entries make (at most CHUNK_ENTRIES each)."""
+    return [(i, min(i + CHUNK_ENTRIES, n)) for i in range(0, n, CHUNK_ENTRIES)]
 
 
 async def publish(s: Session, f: rs.Publish) -> rs.Frame | None:
@@ -133,16 +156,23 @@ async def publish(s: Session, f: rs.Publish) -> rs.Frame | None:
         return _errors(f.publisher_id, ids, tr.response_code(exc))
     if publisher.reference and _broker_dedups(s):
         return await _publish_deduplicated(s, publisher, f, ids)
+    now_us = time.time_ns() // 1000
     if (
         isinstance(simple, rs.SimpleEntries)
         and ids
-        and (not publisher.reference or min(ids) > publisher.last)
+        and (not publisher.reference or _all_new(ids, publisher.last))
     ):
         # The hot path: every entry is new and simple; the frame's entries are stored as they are.
-        stored = trm.stored_batch(simple.stored, len(simple), timestamp_us=time.time_ns() // 1000)
-        return await _append(s, publisher, f, MessageBatch(wire=stored), ids, [], max(ids))
+        notes = notes_for(publisher.reference)
+        pieces = [
+            (MessageBatch(wire=trm.stored_batch(simple.stored_range(a, b), b - a,
+                                                timestamp_us=now_us, notes=notes)), ids[a:b])
+            for a, b in _pieces(len(ids))
+        ]  # fmt: skip
+        return await _append(s, publisher, f, pieces, [])
     fresh: list[Entry] = []
     fresh_ids: list[int] = []
+    values: list[str | None] = []
     duplicate_ids: list[int] = []
     last = publisher.last
     for item in f.messages:
@@ -155,11 +185,17 @@ async def publish(s: Session, f: rs.Publish) -> rs.Frame | None:
             s.conn.log.info("malformed sub-entry batch", error=str(exc))
             return _errors(f.publisher_id, ids, ResponseCode.PRECONDITION_FAILED)
         fresh_ids.append(item.publishing_id)
+        values.append(item.filter_value if isinstance(item, rs.PublishedMessage) else None)
         last = max(last, item.publishing_id)
     if not fresh:
         return rs.PublishConfirm(publisher_id=f.publisher_id, publishing_ids=tuple(ids))
-    batch = MessageBatch(wire=trm.wire_batch(fresh, timestamp_us=time.time_ns() // 1000))
-    return await _append(s, publisher, f, batch, fresh_ids, duplicate_ids, last)
+    pieces = [
+        (MessageBatch(wire=trm.wire_batch(fresh[a:b], timestamp_us=now_us,
+                                          notes=notes_for(publisher.reference, values[a:b]))),
+         fresh_ids[a:b])
+        for a, b in _pieces(len(fresh))
+    ]  # fmt: skip
+    return await _append(s, publisher, f, pieces, duplicate_ids)
 
 
 async def _publish_deduplicated(
@@ -198,30 +234,38 @@ async def _append(
     s: Session,
     publisher: Publisher,
     f: rs.Publish,
-    batch: MessageBatch,
-    fresh_ids: list[int],
+    pieces: list[tuple[MessageBatch, list[int]]],
     duplicate_ids: list[int],
-    last: int,
 ) -> rs.Frame:
-    """Store ``batch`` (the entries ``fresh_ids``), keep the sequence, confirm every id."""
+    """Store each piece (a chunk: a batch and its entries' publishing ids) in order, keep the
+    sequence, confirm every id stored or a duplicate; after a refusal the rest is refused."""
     target = publisher.target
-    try:
-        # A PublishConfirm names publishing ids, never offsets: no need to learn them.
-        append = Append(topic=target.topic, partition=target.partition, batch=batch,
-                        offset_needed=False)  # fmt: skip
-        await s.router.execute(append, s.ctx)
-    except GatewayError as exc:
-        s.conn.log.info("publish refused", error=exc.message)
-        if duplicate_ids:
-            await s.send(rs.PublishConfirm(publisher_id=f.publisher_id,
-                                           publishing_ids=tuple(duplicate_ids)))  # fmt: skip
-        return _errors(f.publisher_id, fresh_ids, tr.response_code(exc))
+    stored: list[int] = []
+    failed: GatewayError | None = None
+    for batch, piece_ids in pieces:
+        try:
+            # A PublishConfirm names publishing ids, never offsets: no need to learn them.
+            append = Append(topic=target.topic, partition=target.partition, batch=batch,
+                            offset_needed=False)  # fmt: skip
+            await s.router.execute(append, s.ctx)
+        except GatewayError as exc:
+            s.conn.log.info("publish refused", error=exc.message)
+            failed = exc
+            break
+        stored += piece_ids
+    last = max(stored, default=0)
     if publisher.reference and last > publisher.last:
         publisher.last = last
         await _keep_sequence(s, publisher)
-    return rs.PublishConfirm(
-        publisher_id=f.publisher_id, publishing_ids=(*duplicate_ids, *fresh_ids)
-    )
+    if failed is None:
+        return rs.PublishConfirm(
+            publisher_id=f.publisher_id, publishing_ids=(*duplicate_ids, *stored)
+        )
+    if duplicate_ids or stored:
+        await s.send(rs.PublishConfirm(publisher_id=f.publisher_id,
+                                       publishing_ids=(*duplicate_ids, *stored)))  # fmt: skip
+    refused = [i for _, piece_ids in pieces for i in piece_ids][len(stored) :]
+    return _errors(f.publisher_id, refused, tr.response_code(failed))
 
 
 async def _keep_sequence(s: Session, publisher: Publisher) -> None:

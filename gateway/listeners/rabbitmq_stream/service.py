@@ -176,33 +176,33 @@ class RabbitStreamService:
         if isinstance(exc, FrameTooLarge):
             return  # the rest of the stream cannot be parsed
         with trio.move_on_after(CLOSE_GRACE_S):
-            while True:
-                try:
-                    frame = session.codec.next_frame()
-                except RemoteProtocolError:
-                    return
-                if frame is NEED_DATA:
-                    await session.conn.feed(session.codec)
-                elif frame is rs.CONNECTION_CLOSED or isinstance(frame, rs.CloseResponse):
-                    return
+            frame = await _closing_frame(session, rs.CloseResponse)
+            del frame  # the client's CloseResponse, or the end of the connection
 
     @staticmethod
     async def _linger(session: Session) -> None:
         """After a refusal: answer the client's Close, if it sends one at once, then close."""
         with trio.move_on_after(REFUSED_LINGER_S):
-            while True:
-                try:
-                    frame = session.codec.next_frame()
-                except RemoteProtocolError:
-                    return
-                if frame is NEED_DATA:
-                    await session.conn.feed(session.codec)
-                elif isinstance(frame, rs.Close):
-                    await session.send(rs.CloseResponse(correlation_id=frame.correlation_id,
-                                                        code=ResponseCode.OK))  # fmt: skip
-                    return
-                elif not isinstance(frame, rs.Frame):  # CONNECTION_CLOSED
-                    return
+            frame = await _closing_frame(session, rs.Close)
+            if isinstance(frame, rs.Close):
+                await session.send(rs.CloseResponse(correlation_id=frame.correlation_id,
+                                                    code=ResponseCode.OK))  # fmt: skip
+
+
+async def _closing_frame(session: Session, wanted: type[rs.Frame]) -> rs.Frame | None:
+    """The next ``wanted`` frame of a connection that is being closed (anything else is
+    dropped unanswered), or None once it ends or sends what cannot be parsed."""
+    while True:
+        try:
+            frame = session.codec.next_frame()
+        except RemoteProtocolError:
+            return None
+        if frame is NEED_DATA:
+            await session.conn.feed(session.codec)
+        elif isinstance(frame, wanted):
+            return frame
+        elif not isinstance(frame, rs.Frame):  # CONNECTION_CLOSED
+            return None
 
 
 _FAILURES: dict[type[rs.Frame], FailureReply[rs.Frame]] = {

@@ -23,13 +23,18 @@ from gateway.model.permissions import Action
 from gateway.model.users import User, allowed
 from gateway.router import RequestContext, Router
 from gateway.translate.rabbitmq_stream import requests as tr
+from gateway.translate.rabbitmq_stream.notes import Filter
 from protocols import rabbitmq_stream as rs
 from protocols.rabbitmq_stream import ResponseCode
 
 MECHANISMS = ("PLAIN",)
 CLOSE_GRACE_S = 5.0  # how long a Close waits for the client's CloseResponse
 REFUSED_LINGER_S = 1.0  # how long a refused connection waits for the client's own Close
-SETTLE_WAIT_S = 2.0  # how long a request waits for a subscription's delivery to settle
+# How long a request waits for a subscription's delivery to settle: RabbitMQ reads the chunks
+# a Subscribe or Credit allows before it reads the next frame, however long that takes, and
+# clients (the RabbitMQ backend's barrier) rely on it; the bound only keeps a stuck backend from
+# holding the connection forever (a read fails long before: the router's timeouts).
+SETTLE_WAIT_S = 60.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,6 +126,7 @@ class Subscription:
     name: str = ""  # the consumer name (offset reference), "" = none
     sac: bool = False
     super_stream: str = ""
+    only: Filter | None = None  # ``filter.N`` / ``match-unfiltered``: the chunks it gets
     active: bool = False
     generation: int = 0  # bumped on every (de)activation: a stale activation gives up
     wake: trio.Event = field(default_factory=trio.Event)
@@ -158,10 +164,12 @@ class Subscription:
             self.settled = trio.Event()
 
     async def caught_up(self) -> None:
-        """Until its delivery settled (bounded: a slow backend does not stall the connection)."""
-        if self.delivering:
+        """Until its delivery settled (bounded by SETTLE_WAIT_S, logged when it elapses)."""
+        if self.delivering and not self.settled.is_set():
             with trio.move_on_after(SETTLE_WAIT_S):
                 await self.settled.wait()
+                return
+            self.session.conn.log.warning("delivery did not settle", subscription=self.id)
 
     def stop(self) -> None:
         if self.scope is not None:
@@ -218,6 +226,13 @@ class Session:
             return
         with contextlib.suppress(RuntimeError):  # the nursery is closed: the connection is gone
             self.nursery.start_soon(fn, *args)
+
+    async def deliveries_written(self) -> None:
+        """Until every subscription's delivery sent what it already has to send: the answer to
+        a request after this never overtakes Deliver frames of chunks already read (RabbitMQ's
+        order on one connection)."""
+        for sub in list(self.subscriptions.values()):
+            await sub.caught_up()
 
     def require(self, action: Action, topic_id: int | None = None) -> None:
         """Checked against the user as it is now (permission changes apply to open sessions)."""

@@ -25,6 +25,7 @@ from gateway.translate.rabbitmq_stream.messages import (
     wire_batch,
     wire_entries,
 )
+from gateway.translate.rabbitmq_stream.notes import PLAIN, ChunkNotes, Filter, notes_in, split
 from protocols._wire import RemoteProtocolError
 from protocols.rabbitmq_stream.chunk import (
     Entry,
@@ -42,6 +43,7 @@ __all__ = [
     "TIMESTAMP_US",
     "WIRE_FORMAT",
     "DeliverChunk",
+    "Filter",
     "Lossy",
     "chunk_for",
     "decode_wire",
@@ -77,6 +79,20 @@ def _entries_of(batch: MessageBatch, start: int, lossy: Lossy) -> Iterable[tuple
             yield m.offset, SimpleEntry(to_amqp(m, lossy)), m.timestamp_us
 
 
+def _notes_of(batch: MessageBatch) -> ChunkNotes:
+    wire = batch.wire
+    if wire is not None and wire.format == WIRE_FORMAT:
+        return notes_in(wire.data)
+    return PLAIN  # another protocol's messages: no writer reference, no filter value
+
+
+def _notes(batches: Iterable[MessageBatch]) -> ChunkNotes:
+    notes = PLAIN
+    for batch in batches:
+        notes = notes.merged(_notes_of(batch))
+    return notes
+
+
 def _whole_stored(
     batches: tuple[MessageBatch, ...], chunk_id: int, epoch: int
 ) -> DeliverChunk | None:
@@ -86,29 +102,45 @@ def _whole_stored(
     expected = chunk_id
     timestamp_us = 0
     entries = 0
+    notes: ChunkNotes | None = None
     for batch in batches:
         wire = batch.wire
         if wire is None or wire.format != WIRE_FORMAT or wire.base_offset != expected:
             break
+        batch_notes, body = split(wire.data)
         try:
-            n, records = count_entries(wire.data)
+            n, records = count_entries(body)
         except RemoteProtocolError as exc:
             raise CorruptMessage(f"stored RabbitMQ entries: {exc}") from None
         if records != wire.count:
             raise CorruptMessage(f"stored RabbitMQ batch: {records} records, {wire.count} said")
         if entries + n > MAX_CHUNK_ENTRIES:
             break  # the header counts entries in 16 bits
-        parts.append(wire.data)
+        parts.append(body)
         entries += n
         expected += records
         timestamp_us = max(timestamp_us, wire.max_timestamp_us)
-    if not parts:
+        notes = batch_notes if notes is None else notes.merged(batch_notes)
+    if not parts or notes is None:
         return None
     data = encode_chunk_body(
         b"".join(parts), entries=entries, records=expected - chunk_id, chunk_id=chunk_id,
-        timestamp_ms=timestamp_us // 1000, epoch=epoch,
+        timestamp_ms=timestamp_us // 1000, epoch=epoch, trailer_length=notes.trailer_length,
+        bloom_size=notes.bloom_size,
     )  # fmt: skip
     return DeliverChunk(data, chunk_id, expected - chunk_id)
+
+
+def _accepted(batches: tuple[MessageBatch, ...], only: Filter) -> tuple[MessageBatch, ...]:
+    """The first run of batches the filter lets through (RabbitMQ skips the chunks its filter
+    rejects; a chunk never spans a rejected one)."""
+    start = 0
+    while start < len(batches) and not only.accepts(_notes_of(batches[start])):
+        start += 1
+    end = start
+    while end < len(batches) and only.accepts(_notes_of(batches[end])):
+        end += 1
+    return batches[start:end]
 
 
 def chunk_for(
@@ -117,6 +149,7 @@ def chunk_for(
     *,
     epoch: int = 1,
     lossy: Lossy = ignore_lossy,
+    only: Filter | None = None,
 ) -> DeliverChunk | None:
     """One Deliver chunk of the records from ``chunk_id`` on: stored RabbitMQ entries as they
     were published (sub-entry batches stay compressed), other messages as AMQP simple entries.
@@ -126,8 +159,12 @@ def chunk_for(
     Osiris). None when no record is at or after ``chunk_id``. Stored RabbitMQ batches starting
     right at ``chunk_id``, or at the first offset after it that holds a record (offsets may have
     gaps: on a RabbitMQ backend a stored consumer offset takes one), are joined as they are,
-    without decoding an entry."""
+    without decoding an entry. The header states the trailer RabbitMQ would have written (one
+    publisher-sequence record per writer reference) and its bloom filter size. With a filter
+    (``only``), stored batches it rejects are skipped whole, as RabbitMQ skips chunks."""
     batches = tuple(batches)
+    if only is not None:
+        batches = _accepted(batches, only)
     start = chunk_id
     if batches and batches[0].wire is not None and batches[0].base_offset > chunk_id:
         start = batches[0].base_offset
@@ -137,7 +174,9 @@ def chunk_for(
     entries: list[Entry] = []
     first = expected = -1
     timestamp_us = 0
+    used: list[MessageBatch] = []
     for batch in batches:
+        used.append(batch)
         for offset, entry, ts in _entries_of(batch, chunk_id, lossy):
             if first < 0:
                 first = expected = offset
@@ -151,5 +190,9 @@ def chunk_for(
         break
     if not entries:
         return None
-    data = encode_chunk(entries, chunk_id=first, timestamp_ms=timestamp_us // 1000, epoch=epoch)
+    notes = _notes(used)
+    data = encode_chunk(
+        entries, chunk_id=first, timestamp_ms=timestamp_us // 1000, epoch=epoch,
+        trailer_length=notes.trailer_length, bloom_size=notes.bloom_size,
+    )  # fmt: skip
     return DeliverChunk(data, first, expected - first)

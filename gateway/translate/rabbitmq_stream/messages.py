@@ -44,6 +44,7 @@ from gateway.model import (
     WireFormat,
 )
 from gateway.translate.lossy import Lossy, ignore_lossy
+from gateway.translate.rabbitmq_stream.notes import PLAIN, ChunkNotes, annotate, split
 from protocols._wire import RemoteProtocolError
 from protocols.rabbitmq_stream.amqp import (
     AmqpMessage,
@@ -342,24 +343,29 @@ def record_count(entry: Entry) -> int:
     return 1 if isinstance(entry, SimpleEntry) else entry.record_count
 
 
-def wire_batch(entries: Sequence[Entry], *, timestamp_us: int) -> WireBatch:
+def wire_batch(
+    entries: Sequence[Entry], *, timestamp_us: int, notes: ChunkNotes = PLAIN
+) -> WireBatch:
     """Published entries to store as sent; ``timestamp_us``: the arrival time, what the chunk
-    timestamp would be (messages without a creation time get it when decoded)."""
+    timestamp would be (messages without a creation time get it when decoded); ``notes``: its
+    writer and filter values (``notes``), kept in front of the entries."""
     return WireBatch(
         format=WIRE_FORMAT,
-        data=b"".join(encode_entry(e) for e in entries),
+        data=annotate(notes, b"".join(encode_entry(e) for e in entries)),
         count=sum(record_count(e) for e in entries),
         first_timestamp_us=timestamp_us,
         max_timestamp_us=timestamp_us,
     )
 
 
-def stored_batch(data: bytes, count: int, *, timestamp_us: int) -> WireBatch:
+def stored_batch(
+    data: bytes, count: int, *, timestamp_us: int, notes: ChunkNotes = PLAIN
+) -> WireBatch:
     """``wire_batch`` for entries already encoded (``count`` simple entries: a Publish frame's
     SimpleEntries.stored), without an object per message."""
     return WireBatch(
         format=WIRE_FORMAT,
-        data=data,
+        data=annotate(notes, data),
         count=count,
         first_timestamp_us=timestamp_us,
         max_timestamp_us=timestamp_us,
@@ -367,12 +373,13 @@ def stored_batch(data: bytes, count: int, *, timestamp_us: int) -> WireBatch:
 
 
 def wire_entries(stored: WireBatch) -> list[Entry]:
-    """The entries of a stored batch, as the publisher sent them."""
+    """The entries of a stored batch, as the publisher sent them (without its notes)."""
     entries: list[Entry] = []
     pos = 0
+    data = split(stored.data)[1]
     try:
-        while pos < len(stored.data):
-            entry, pos = decode_entry(stored.data, pos)
+        while pos < len(data):
+            entry, pos = decode_entry(data, pos)
             entries.append(entry)
     except RemoteProtocolError as exc:
         raise CorruptMessage(f"stored RabbitMQ entries: {exc}") from None
