@@ -351,6 +351,7 @@ def _services(
             sasl=kafka.sasl,
             auto_create_topics=kafka.auto_create_topics,
             default_partitions=kafka.default_partitions,
+            node_id=kafka.node_id,
             max_frame_bytes=limits.max_frame_bytes,
         )
         handler = KafkaService(router, settings, users=users).handler()

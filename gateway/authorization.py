@@ -28,8 +28,10 @@ from gateway.model import (
     CreatePartitions,
     CreateStream,
     CreateTopic,
+    DeleteGroup,
     DeleteOffset,
     DeletePartitions,
+    DeleteRecords,
     DeleteStream,
     DeleteTopic,
     DescribeGroup,
@@ -213,6 +215,7 @@ class Authorizer:
                 | CreatePartitions()
                 | DeletePartitions()
                 | PurgeTopic()
+                | DeleteRecords()
             ):
                 await self._topic(user, cmd.topic, ("manage_topics",), "manage")
             case CreateTopic():
@@ -239,7 +242,7 @@ class Authorizer:
                             )
                 elif not await self._reads_in(user, cmd.stream):
                     raise GroupForbidden(_denied(user, "join group", repr(cmd.group)))
-            case SyncGroup() | Heartbeat() | LeaveGroup() | DescribeGroup():
+            case SyncGroup() | Heartbeat() | LeaveGroup() | DescribeGroup() | DeleteGroup():
                 if not await self._reads_in(user, cmd.stream):
                     raise GroupForbidden(_denied(user, "use group", repr(cmd.group)))
             case ListGroups():

@@ -17,8 +17,15 @@ import trio
 
 from gateway.access_log import AccessLog, Client, Line, batch_bytes
 from gateway.authorization import Authorizer
-from gateway.backends import Backend, NativeGroups, NativeProducerIds, NativePublisherDedup
-from gateway.coordination import Groups, ProducerIds, SharedGroups, UserStore
+from gateway.backends import (
+    Backend,
+    NativeGroupDeletion,
+    NativeGroups,
+    NativeProducerIds,
+    NativePublisherDedup,
+    RecordDeletion,
+)
+from gateway.coordination import GroupCoordinator, Groups, ProducerIds, SharedGroups, UserStore
 from gateway.coordination.login_guard import LoginRefused
 from gateway.metrics import Metrics
 from gateway.model import (
@@ -31,8 +38,11 @@ from gateway.model import (
     CreatePartitions,
     CreateStream,
     CreateTopic,
+    DeleteGroup,
+    DeleteGroupResult,
     DeleteOffset,
     DeletePartitions,
+    DeleteRecords,
     DeleteStream,
     DeleteTopic,
     DescribeGroup,
@@ -53,6 +63,7 @@ from gateway.model import (
     ListStreamsResult,
     ListTopics,
     ListTopicsResult,
+    NotFound,
     PublisherSequence,
     PurgeStream,
     PurgeTopic,
@@ -61,6 +72,7 @@ from gateway.model import (
     Stats,
     SyncGroup,
     Topic,
+    UnknownGroup,
     Unsupported,
     UpdateStream,
     UpdateTopic,
@@ -175,6 +187,8 @@ class Router:
         _bind(t, CreatePartitions, backend.create_partitions)
         _bind(t, DeletePartitions, backend.delete_partitions)
         _bind(t, PurgeTopic, backend.purge_topic)
+        if isinstance(backend, RecordDeletion):
+            _bind(t, DeleteRecords, backend.delete_records)
         _bind(t, Append, backend.append)
         _bind(t, Read, backend.read)
         _bind(t, ListOffsets, backend.list_offsets)
@@ -201,6 +215,11 @@ class Router:
             _bind(t, LeaveGroup, groups.leave_group)
             _bind(t, DescribeGroup, groups.describe_group)
             _bind(t, ListGroups, groups.list_groups)
+        if native and isinstance(backend, NativeGroupDeletion):
+            _bind(t, DeleteGroup, backend.delete_group)
+        elif not native and isinstance(coordinator, GroupCoordinator):
+            # (SharedGroups would need the deletion in its log: not offered there.)
+            _bind(t, DeleteGroup, self._delete_group)
         if not native and coordinator is not None:
             # replaces the backend's own: a member's commit is checked against its group first
             _bind(t, CommitOffset, self._commit_offset)
@@ -234,6 +253,32 @@ class Router:
         assert self.coordinator is not None
         self.coordinator.check_commit(cmd.group, cmd.topic.stream, cmd.generation, cmd.member_id)
         return await self.backend.commit_offset(cmd)
+
+    async def _delete_group(self, cmd: DeleteGroup) -> DeleteGroupResult:
+        # Kafka's DeleteGroups: only an Empty (or memberless, offsets-only) group goes, and its
+        # committed offsets with it; a group known nowhere is GROUP_ID_NOT_FOUND.
+        assert isinstance(self.coordinator, GroupCoordinator)
+        known = True
+        try:
+            self.coordinator.delete_group(cmd.stream, cmd.group)
+        except UnknownGroup:
+            known = False
+        try:
+            topics = (await self.backend.list_topics(ListTopics(stream=cmd.stream))).topics
+        except NotFound:
+            topics = ()
+        for info in topics:
+            for p in info.partitions:
+                group, topic, n = cmd.group, info.topic, p.partition
+                fetch = FetchOffset(group=group, topic=topic, partition=n)
+                if (await self.backend.fetch_offset(fetch)).offset is None:
+                    continue
+                known = True
+                delete = DeleteOffset(group=group, topic=topic, partition=n)
+                await self.backend.delete_offset(delete)
+        if not known:
+            raise UnknownGroup(f"group {cmd.group!r} does not exist")
+        return DeleteGroupResult()
 
     async def query(self, cmd: Command[R]) -> R:
         """Run a command for the gateway's own bookkeeping (the lag sampler): not a client's,

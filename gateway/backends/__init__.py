@@ -6,9 +6,11 @@ from .base import (
     BackendSettings,
     BackendUrlError,
     Capabilities,
+    NativeGroupDeletion,
     NativeGroups,
     NativeProducerIds,
     NativePublisherDedup,
+    RecordDeletion,
     SharedLogs,
 )
 
@@ -17,8 +19,10 @@ __all__ = [
     "BackendSettings",
     "BackendUrlError",
     "Capabilities",
+    "NativeGroupDeletion",
     "NativeGroups",
     "NativeProducerIds",
     "NativePublisherDedup",
+    "RecordDeletion",
     "SharedLogs",
 ]

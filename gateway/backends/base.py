@@ -28,10 +28,14 @@ from gateway.model import (
     CreateStreamResult,
     CreateTopic,
     CreateTopicResult,
+    DeleteGroup,
+    DeleteGroupResult,
     DeleteOffset,
     DeleteOffsetResult,
     DeletePartitions,
     DeletePartitionsResult,
+    DeleteRecords,
+    DeleteRecordsResult,
     DeleteStream,
     DeleteStreamResult,
     DeleteTopic,
@@ -185,6 +189,20 @@ class NativeGroups(Protocol):
     async def leave_group(self, cmd: LeaveGroup) -> LeaveGroupResult: ...
     async def describe_group(self, cmd: DescribeGroup) -> DescribeGroupResult: ...
     async def list_groups(self, cmd: ListGroups) -> ListGroupsResult: ...
+
+
+@runtime_checkable
+class RecordDeletion(Protocol):
+    """A backend that can move a partition's log start (Kafka DeleteRecords)."""
+
+    async def delete_records(self, cmd: DeleteRecords) -> DeleteRecordsResult: ...
+
+
+@runtime_checkable
+class NativeGroupDeletion(Protocol):
+    """A NativeGroups backend whose broker also deletes groups (Kafka's DeleteGroups)."""
+
+    async def delete_group(self, cmd: DeleteGroup) -> DeleteGroupResult: ...
 
 
 @runtime_checkable

@@ -92,6 +92,30 @@ def _topics(sub: Any) -> None:
         "--if-exists", action="store_true", help="succeed when the topic does not exist"
     )
     _common(delete)
+    configs = verbs.add_parser("configs", help="show or change a topic's settings")
+    how = configs.add_subparsers(dest="configs_command", required=True)
+    get = how.add_parser("get", help="name=value per setting; (default): the backend's")
+    get.set_defaults(client="topics_configs_get")
+    get.add_argument("name", help="topic name")
+    _common(get)
+    set_ = how.add_parser("set", help="change settings: retention.ms, retention.bytes, ...")
+    set_.set_defaults(client="topics_configs_set")
+    set_.add_argument("name", help="topic name")
+    set_.add_argument("settings", nargs="+", metavar="NAME=VALUE", help="e.g. retention.ms=60000")
+    _common(set_)
+    records = verbs.add_parser(
+        "delete-records", help="drop the messages below an offset (the log start moves there)"
+    )
+    records.set_defaults(client="topics_delete_records")
+    records.add_argument("name", help="topic name")
+    records.add_argument(
+        "--before", type=int, default=-1, metavar="OFFSET",
+        help="first offset to keep (default -1: the end, i.e. drop every message)",
+    )  # fmt: skip
+    records.add_argument(
+        "--partition", type=int, default=None, help="only this partition (default: all)"
+    )
+    _common(records)
 
 
 def _produce(sub: Any) -> None:
@@ -226,6 +250,9 @@ _HANDLERS: Final = {
     "topics_list": ("topics", "list_topics"),
     "topics_create": ("topics", "create_topic"),
     "topics_delete": ("topics", "delete_topic"),
+    "topics_configs_get": ("topics", "get_configs"),
+    "topics_configs_set": ("topics", "set_configs"),
+    "topics_delete_records": ("topics", "delete_records"),
     "produce": ("produce", "produce"),
     "consume": ("consume", "consume"),
 }

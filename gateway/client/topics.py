@@ -1,15 +1,18 @@
-"""``streamgate topics list|create|delete``: the kafka-topics / ``iggy topic`` verbs on any
-backend URL, as canonical ``list_topics``, ``create_topic`` and ``delete_topic`` commands."""
+"""``streamgate topics list|create|delete|configs|delete-records``: the kafka-topics,
+kafka-configs, kafka-delete-records / ``iggy topic`` verbs on any backend URL, as canonical
+``list_topics``, ``create_topic``, ``delete_topic``, ``describe_topic``/``update_topic`` and
+``delete_records`` commands."""
 
 from __future__ import annotations
 
 import argparse
 
-from gateway.backends.base import Backend
+from gateway.backends.base import Backend, RecordDeletion
 from gateway.model import (
     DEFAULT_STREAM,
     AlreadyExists,
     CreateTopic,
+    DeleteRecords,
     DeleteTopic,
     DescribeTopic,
     ListTopics,
@@ -18,6 +21,7 @@ from gateway.model import (
     TopicConfig,
     TopicInfo,
     UnknownStream,
+    UpdateTopic,
 )
 
 from .session import ClientError
@@ -76,6 +80,64 @@ async def delete_topic(backend: Backend, args: argparse.Namespace) -> int:
             return 0
         raise ClientError(f"topic {_shown(topic)} does not exist") from None
     print(f"deleted topic {_shown(topic)}")
+    return 0
+
+
+# The settings ``configs get|set`` know, by their Kafka names (as ``topics list`` shows them):
+# the ones every backend's store applies.
+CONFIGS = {
+    "retention.ms": "retention_ms",
+    "retention.bytes": "retention_bytes",
+    "segment.bytes": "segment_bytes",
+    "max.message.bytes": "max_message_bytes",
+}
+
+
+async def get_configs(backend: Backend, args: argparse.Namespace) -> int:
+    """One ``name=value`` line per setting: the topic's own, else the backend's (marked
+    ``(default)``); a setting neither names is left out."""
+    info = await topic_info(backend, Topic(args.stream, args.name))
+    for name, field in CONFIGS.items():
+        own, default = getattr(info.config, field), getattr(info.defaults, field)
+        if own is not None:
+            print(f"{name}={own}")
+        elif default is not None:
+            print(f"{name}={default}\t(default)")
+    return 0
+
+
+async def set_configs(backend: Backend, args: argparse.Namespace) -> int:
+    topic = Topic(args.stream, args.name)
+    values: dict[str, int] = {}
+    for setting in args.settings:
+        name, eq, value = setting.partition("=")
+        field = CONFIGS.get(name)
+        if not eq or field is None:
+            raise ClientError(
+                f"expected one of {', '.join(CONFIGS)} as NAME=VALUE, not {setting!r}"
+            )
+        try:
+            values[field] = int(value)
+        except ValueError:
+            raise ClientError(f"{name} must be an integer (-1: unlimited), not {value!r}") from None
+    await topic_info(backend, topic)  # a missing topic is told as such
+    await backend.update_topic(UpdateTopic(topic=topic, config=TopicConfig(**values)))  # type: ignore[arg-type]
+    print(f"updated topic {_shown(topic)}: {' '.join(args.settings)}")
+    return 0
+
+
+async def delete_records(backend: Backend, args: argparse.Namespace) -> int:
+    """Messages below ``--before`` (default: all) go; prints the new start of each partition."""
+    topic = Topic(args.stream, args.name)
+    info = await topic_info(backend, topic)
+    if not isinstance(backend, RecordDeletion):
+        raise ClientError(f"the {backend.name} backend cannot delete records below an offset")
+    partitions = range(info.partition_count) if args.partition is None else [args.partition]
+    for n in partitions:
+        check_partition(info, n)
+        cmd = DeleteRecords(topic=topic, partition=n, offset=args.before)
+        start = (await backend.delete_records(cmd)).log_start_offset
+        print(f"{info.topic.name}[{n}]\tlog_start={start}")
     return 0
 
 

@@ -54,6 +54,10 @@ def check(config: Config) -> None:
             "backend.max_open_files: 0 (half of the file descriptor limit) or more,"
             f" not {config.backend.max_open_files}"
         )
+    if config.listeners.kafka.node_id < 0:
+        raise ConfigError(
+            f"listeners.kafka.node_id: 0 or more, not {config.listeners.kafka.node_id}"
+        )
     if config.limits.max_partitions_per_topic < 1:
         raise ConfigError(
             "limits.max_partitions_per_topic: must be 1 or more,"

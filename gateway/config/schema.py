@@ -60,6 +60,7 @@ class KafkaListenerConfig(ListenerConfig):
     sasl: bool = False
     auto_create_topics: bool = True  # Kafka's auto.create.topics.enable
     default_partitions: int = 1  # Kafka's num.partitions
+    node_id: int = 1  # Kafka's node.id: the broker id Metadata/FindCoordinator answer with
 
 
 @dataclass(slots=True)

@@ -45,6 +45,7 @@ from gateway.model import (
 )
 
 from .group_state import Group, GroupKey, GroupState, JoinWaiter, Member, SyncRound
+from .members import add_member, replace_static
 from .rebalance import Rebalancer, ids
 
 log = structlog.get_logger("streamgate.coordination")
@@ -111,8 +112,16 @@ class GroupTable:
         if group is None:
             group = self.groups[key] = probe
         waiter = JoinWaiter()
+        static = group.by_instance_id(cmd.group_instance_id) if cmd.group_instance_id else None
+        if not cmd.member_id and static is not None:
+            # KIP-345: a static member back without its member id (a restarted client).
+            answer = replace_static(
+                self.rebalancer, group, static, cmd, new_member_id, protocols, waiter, now
+            )
+            self._settle(group, now)
+            return answer
         if not cmd.member_id:
-            self._add_member(group, cmd, new_member_id, protocols, waiter, now)
+            add_member(self.rebalancer, group, cmd, new_member_id, protocols, waiter, now)
         else:
             member = group.members[cmd.member_id]
             member.session_timeout_s = cmd.session_timeout_ms / 1000
@@ -314,37 +323,6 @@ class GroupTable:
                 f"generation {generation} is not group {group_name!r}'s {group.generation}"
             )
         return group, member
-
-    def _add_member(
-        self,
-        group: Group,
-        cmd: JoinGroup,
-        member_id: str,
-        protocols: dict[str, bytes],
-        waiter: JoinWaiter,
-        now: float,
-    ) -> Member:
-        member = Member(
-            member_id=member_id,
-            client_id=cmd.client_id,
-            client_host=cmd.client_host,
-            group_instance_id=cmd.group_instance_id,
-            session_timeout_s=cmd.session_timeout_ms / 1000,
-            rebalance_timeout_s=cmd.rebalance_timeout_ms / 1000,
-            protocols=protocols,
-            join_waiter=waiter,
-        )
-        member.touch(now)
-        if group.state is _EMPTY:
-            group.protocol_type = cmd.protocol_type
-        group.add(member)
-        if group.state is _PREPARING:
-            if group.initial_delay:
-                group.new_member_added = True  # stretches the initial delay (InitialDelayedJoin)
-            self.rebalancer.try_complete_join(group, now)
-        else:
-            self.rebalancer.prepare(group, now, reason="new member")
-        return member
 
     def _rejoin(
         self,

@@ -127,6 +127,17 @@ class PurgeTopic(Command[r.PurgeTopicResult]):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteRecords(Command[r.DeleteRecordsResult]):
+    """Drop one partition's messages below ``offset`` (-1: all of them): its log start moves
+    there and reads below it are out of range (Kafka DeleteRecords)."""
+
+    name: ClassVar[str] = "delete_records"
+    topic: Topic
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Append(Command[r.AppendResult]):
     name: ClassVar[str] = "append"
     topic: Topic
@@ -285,6 +296,15 @@ class DescribeGroup(Command[r.DescribeGroupResult]):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteGroup(Command[r.DeleteGroupResult]):
+    """Delete an Empty group and its committed offsets (Kafka DeleteGroups)."""
+
+    name: ClassVar[str] = "delete_group"
+    group: str
+    stream: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ListGroups(Command[r.ListGroupsResult]):
     name: ClassVar[str] = "list_groups"
     stream: str | None = None
@@ -324,8 +344,10 @@ __all__ = [
     "CreatePartitions",
     "CreateStream",
     "CreateTopic",
+    "DeleteGroup",
     "DeleteOffset",
     "DeletePartitions",
+    "DeleteRecords",
     "DeleteStream",
     "DeleteTopic",
     "DescribeGroup",

@@ -213,6 +213,16 @@ class DescribeGroupResult:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteGroupResult:
+    pass
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteRecordsResult:
+    log_start_offset: int  # Kafka's low watermark after the deletion
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ListGroupsResult:
     groups: tuple[GroupInfo, ...]
 
@@ -251,8 +261,10 @@ __all__ = [
     "CreatePartitionsResult",
     "CreateStreamResult",
     "CreateTopicResult",
+    "DeleteGroupResult",
     "DeleteOffsetResult",
     "DeletePartitionsResult",
+    "DeleteRecordsResult",
     "DeleteStreamResult",
     "DeleteTopicResult",
     "DescribeGroupResult",

@@ -1,12 +1,18 @@
 """The API versions the gateway serves and advertises (kafka.md §1.3, validated with all four
 clients through a rewriting proxy; the set is ``vectors/kafka/advertised-versions.json``).
 
-Every API is capped at its last non-flexible version, with two exceptions: ApiVersions v3/v4,
-and InitProducerId v2-v4 (v2 is v1 in the flexible encoding, KIP-482; v3 adds the ProducerId and
+Every API is capped at its last non-flexible version, with four exceptions: ApiVersions v3/v4;
+InitProducerId v2-v4 (v2 is v1 in the flexible encoding, KIP-482; v3 adds the ProducerId and
 ProducerEpoch request fields of KIP-360; v4 only changes which error a fenced transactional
-producer gets, KIP-588), for clients that recover an idempotent producer through it. We never
-write a tagged field (librdkafka < 2.2 mis-skips them, §1.4 trap 2). Keys 68, 69, 71 and 72 are
-never advertised: librdkafka changes behaviour as soon as they appear (§1.2).
+producer gets, KIP-588), for clients that recover an idempotent producer through it;
+ListOffsets v4-v7 (v4 the leader epoch, v6 the flexible encoding, v7 the max-timestamp lookup of
+KIP-734, which the librdkafka and kafka-python admin clients send at v7); and ListGroups v3-v4
+(v3 flexible, v4 the states filter and each group's state, KIP-518, which admin clients show).
+The admin APIs DeleteRecords 0-1, AlterConfigs 0-1, DescribeLogDirs 1 (kio has no v0),
+DeleteGroups 0-1 and IncrementalAlterConfigs 0 are non-flexible. Flexible versions are encoded
+by kio, which writes no tagged field it has no value for: we never write one (librdkafka < 2.2
+mis-skips them, §1.4 trap 2). Keys 68, 69, 71 and 72 are never advertised: librdkafka changes
+behaviour as soon as they appear (§1.2).
 """
 
 from __future__ import annotations
@@ -35,10 +41,15 @@ class ApiKey(enum.IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
 
 
 # Advertised (min, max). Produce 0-2 are advertised but refused: old librdkafka (kcat) only
@@ -47,7 +58,7 @@ ADVERTISED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
     {
         ApiKey.PRODUCE: (0, 7),
         ApiKey.FETCH: (4, 11),
-        ApiKey.LIST_OFFSETS: (1, 3),
+        ApiKey.LIST_OFFSETS: (1, 7),
         ApiKey.METADATA: (1, 5),
         ApiKey.OFFSET_COMMIT: (2, 7),
         ApiKey.OFFSET_FETCH: (1, 5),
@@ -57,15 +68,20 @@ ADVERTISED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         ApiKey.LEAVE_GROUP: (0, 1),
         ApiKey.SYNC_GROUP: (0, 3),
         ApiKey.DESCRIBE_GROUPS: (0, 4),
-        ApiKey.LIST_GROUPS: (0, 2),
+        ApiKey.LIST_GROUPS: (0, 4),
         ApiKey.SASL_HANDSHAKE: (0, 1),
         ApiKey.API_VERSIONS: (0, 4),
         ApiKey.CREATE_TOPICS: (2, 4),
         ApiKey.DELETE_TOPICS: (1, 3),
+        ApiKey.DELETE_RECORDS: (0, 1),
         ApiKey.INIT_PRODUCER_ID: (0, 4),
         ApiKey.DESCRIBE_CONFIGS: (1, 2),
+        ApiKey.ALTER_CONFIGS: (0, 1),
+        ApiKey.DESCRIBE_LOG_DIRS: (1, 1),
         ApiKey.SASL_AUTHENTICATE: (0, 1),
         ApiKey.CREATE_PARTITIONS: (0, 1),
+        ApiKey.DELETE_GROUPS: (0, 1),
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
     }
 )
 

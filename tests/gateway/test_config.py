@@ -88,3 +88,17 @@ def test_bad_access_log_settings_are_one_line_errors(
     with pytest.raises(ConfigError, match=message) as refused:
         load(overrides={key: value.format(tmp=tmp_path)})
     assert "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("listeners.kafka.node_id", "-1", r"^listeners.kafka.node_id: 0 or more, not -1$"),
+        ("backend.max_open_files", "-1", r"^backend.max_open_files: 0 \(half"),
+        ("limits.max_partitions_per_topic", "0", r"^limits.max_partitions_per_topic: must be 1"),
+    ],
+)
+def test_bad_numbers_are_one_line_errors(key: str, value: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as refused:
+        load(overrides={key: value})
+    assert "\n" not in str(refused.value)

@@ -27,6 +27,8 @@ from gateway.model import (
     Command,
     CommitOffset,
     CreateTopic,
+    DeleteGroup,
+    DeleteRecords,
     DescribeGroup,
     FetchOffset,
     GatewayError,
@@ -64,12 +66,17 @@ NOT_BACKEND: list[Command[Any]] = [
     LeaveGroup(group="g", stream="s", member_ids=("m",)),
     DescribeGroup(group="g", stream="s"),
     ListGroups(),
+    DeleteGroup(group="g", stream="s"),
     Authenticate(mechanism="PLAIN", username="u", secret=b"p"),
     InitProducer(),
 ]
 # What only a backend whose broker deduplicates publishers answers (RabbitMQ's).
 BROKER_ONLY: list[Command[Any]] = [
     PublisherSequence(topic=Topic("s", "t"), partition=0, publisher="ref"),
+]
+# What only some backends implement (a Protocol of their own, backends.base).
+OPTIONAL: list[Command[Any]] = [
+    DeleteRecords(topic=Topic("s", "t"), partition=0, offset=-1),
 ]
 GROUP_COMMANDS = [c for c in NOT_BACKEND if not isinstance(c, Authenticate | InitProducer)]
 
@@ -102,7 +109,7 @@ def commands_seen(registry: CollectorRegistry, command: str, error_type: str = "
 
 def test_the_command_classes_are_every_command() -> None:
     assert sorted(c.name for c in COMMAND_CLASSES) == sorted(COMMAND_NAMES)
-    assert {type(c) for c in (*NOT_BACKEND, *BROKER_ONLY)} == {
+    assert {type(c) for c in (*NOT_BACKEND, *BROKER_ONLY, *OPTIONAL)} == {
         c for c in COMMAND_CLASSES if not hasattr(Backend, c.name)
     }
 
@@ -117,7 +124,8 @@ async def test_without_coordinator_and_users_only_backend_commands_run(tmp_path:
     r, registry = router(backend, groups=False, users=False)
     for cls in COMMAND_CLASSES:
         # Producer ids: the gateway grants them when the backend does not.
-        assert r.supports(cls) == (hasattr(Backend, cls.name) or cls is InitProducer), cls.name
+        backend_or_gateway = hasattr(Backend, cls.name) or cls in (InitProducer, DeleteRecords)
+        assert r.supports(cls) == backend_or_gateway, cls.name
     for cmd in NOT_BACKEND[:-1]:
         with pytest.raises(Unsupported) as info:
             await r.execute(cmd, RequestContext("kafka", "w"))

@@ -32,6 +32,8 @@ from gateway.model import (
     DeleteOffsetResult,
     DeletePartitions,
     DeletePartitionsResult,
+    DeleteRecords,
+    DeleteRecordsResult,
     DeleteStream,
     DeleteStreamResult,
     DeleteTopic,
@@ -67,7 +69,7 @@ from ..base import BackendSettings, BackendUrlError, Capabilities, running
 from . import catalog
 from .admin import Admin
 from .batch_format import STORED_FORMATS
-from .faults import StorageHealth, probe_write
+from .faults import StorageHealth, probe_write, storage_error
 from .fsync import FsyncPolicy
 from .owner import Listener
 from .partition import LogConfig
@@ -243,6 +245,15 @@ class EmbeddedBackend:
     async def purge_topic(self, cmd: PurgeTopic) -> PurgeTopicResult:
         await self._admin.purge_topic(cmd.topic)
         return PurgeTopicResult()
+
+    async def delete_records(self, cmd: DeleteRecords) -> DeleteRecordsResult:
+        async with self.store.lock:
+            part = self.store.partition(cmd.topic, cmd.partition)
+            try:
+                start = part.delete_before(cmd.offset)
+            except OSError as exc:
+                raise storage_error(exc, "moving the log start") from exc
+        return DeleteRecordsResult(log_start_offset=start)
 
     # --- data --------------------------------------------------------------------------------
 

@@ -45,12 +45,16 @@ from .batch_format import (
     stamp_uniform_sg1,
 )
 from .faults import storage_error
+from .files import read_json, write_json
 from .fsync import GroupCommit
 from .producers import Producers
 from .scan import Damage
 from .segment import NO_TIMESTAMP, Segment
 
 SNAPSHOT = "producers.snapshot"
+# Kafka DeleteRecords moves the log start inside a segment: the offset is kept here (Kafka's
+# log-start-offset checkpoint); whole segments below it are deleted at once.
+LOG_START = "log-start.json"
 _SG1 = FORMAT_IDS[batch_codec.FORMAT]
 _MAX_RELATIVE = 0xFFFFFFFF  # offsets in a segment's index are u32 relative to its base
 
@@ -81,6 +85,8 @@ class Partition:
         self._gone: Callable[[], GatewayError] | None = None
         self.damage: list[Damage] = []  # damaged ranges recovery skipped when it opened this
         self._cut_failed = False  # see _check_cut
+        start = read_json(os.path.join(directory, LOG_START))
+        self._start_floor = int(start.get("offset", 0)) if start else 0  # DeleteRecords
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -116,7 +122,7 @@ class Partition:
 
     @property
     def log_start(self) -> int:
-        return self.segments[0].base_offset
+        return max(self.segments[0].base_offset, min(self._start_floor, self.next_offset))
 
     @property
     def next_offset(self) -> int:
@@ -397,6 +403,27 @@ class Partition:
         self.size_bytes -= seg.size
         seg.delete()
         self._dir_dirty = True
+
+    def delete_before(self, offset: int) -> int:
+        """Kafka DeleteRecords: records below ``offset`` (-1: the high watermark) are gone; the
+        new log start is returned. Raises OffsetOutOfRange past the high watermark."""
+        self._check_open()
+        if offset == -1:
+            offset = self.next_offset
+        if not 0 <= offset <= self.next_offset:
+            raise OffsetOutOfRange(
+                f"offset {offset} outside [{self.log_start}, {self.next_offset}]",
+                log_start=self.log_start,
+                log_end=self.next_offset,
+            )
+        if offset <= self.log_start:
+            return self.log_start
+        write_json(os.path.join(self.dir, LOG_START), {"offset": offset})
+        self._start_floor = offset
+        while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
+            self._delete_first()
+        self._wake()
+        return self.log_start
 
     def purge(self) -> None:
         """Drop every message; the next append gets the offset it would have had anyway."""

@@ -78,10 +78,14 @@ from gateway.model import (
     CreateStreamResult,
     CreateTopic,
     CreateTopicResult,
+    DeleteGroup,
+    DeleteGroupResult,
     DeleteOffset,
     DeleteOffsetResult,
     DeletePartitions,
     DeletePartitionsResult,
+    DeleteRecords,
+    DeleteRecordsResult,
     DeleteStream,
     DeleteStreamResult,
     DeleteTopic,
@@ -346,6 +350,21 @@ class KafkaBackend:
                     raise gateway_error(part.error_code, f"{name}[{part.partition_index}]")
         return PurgeTopicResult()
 
+    async def delete_records(self, cmd: DeleteRecords) -> DeleteRecordsResult:
+        name = self._kafka_name(cmd.topic)
+        _, leader = await self._cluster.partition(name, cmd.partition)
+        answer = await self._cluster.request_alone(
+            DELETE_RECORDS,
+            {"topics": [{"name": name, "partitions": [
+                {"partition_index": cmd.partition, "offset": cmd.offset}]}],
+             "timeout": self._timeout_ms()},
+            node=leader,
+        )  # fmt: skip
+        [part] = answer.topics[0].partitions
+        if part.error_code is not ErrorCode.none:
+            raise gateway_error(part.error_code, f"{name}[{cmd.partition}]")
+        return DeleteRecordsResult(log_start_offset=part.low_watermark)
+
     # --- data -----------------------------------------------------------------------------------
 
     async def append(self, cmd: Append) -> AppendResult:
@@ -395,6 +414,9 @@ class KafkaBackend:
 
     async def list_groups(self, cmd: ListGroups) -> ListGroupsResult:
         return await self._groups.list(cmd)
+
+    async def delete_group(self, cmd: DeleteGroup) -> DeleteGroupResult:
+        return await self._groups.delete(cmd)
 
     # --- idempotent producers: the broker grants ids and deduplicates ---------------------------
 

@@ -75,6 +75,7 @@ DELETE_RECORDS: Final = Api(21, 0, 2, "DeleteRecords")
 INIT_PRODUCER_ID: Final = Api(22, 2, 4, "InitProducerId")
 DESCRIBE_CONFIGS: Final = Api(32, 1, 4, "DescribeConfigs")
 CREATE_PARTITIONS: Final = Api(37, 0, 3, "CreatePartitions")
+DELETE_GROUPS: Final = Api(42, 0, 2, "DeleteGroups")
 INCREMENTAL_ALTER_CONFIGS: Final = Api(44, 0, 1, "IncrementalAlterConfigs")
 OFFSET_DELETE: Final = Api(47, 0, 0, "OffsetDelete")
 
@@ -441,6 +442,7 @@ class Cluster:
 __all__ = [
     "CREATE_PARTITIONS",
     "CREATE_TOPICS",
+    "DELETE_GROUPS",
     "DELETE_RECORDS",
     "DELETE_TOPICS",
     "DESCRIBE_CONFIGS",

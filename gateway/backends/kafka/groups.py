@@ -23,6 +23,7 @@ from typing import Any, Final
 from kio.schema.errors import ErrorCode
 
 from gateway.backends.kafka.cluster import (
+    DELETE_GROUPS,
     DESCRIBE_GROUPS,
     HEARTBEAT,
     JOIN_GROUP,
@@ -34,6 +35,8 @@ from gateway.backends.kafka.cluster import (
 )
 from gateway.model import (
     DEFAULT_STREAM,
+    DeleteGroup,
+    DeleteGroupResult,
     DescribeGroup,
     DescribeGroupResult,
     GroupInfo,
@@ -206,6 +209,14 @@ class BrokerGroups:
                 ),
             )
         )
+
+    async def delete(self, cmd: DeleteGroup) -> DeleteGroupResult:
+        # The broker's DeleteGroups: an Empty group goes with its committed offsets.
+        group = _group_name(cmd.group, cmd.stream)
+        answer = await self._quick(group, DELETE_GROUPS, {"groups_names": [group]})
+        [result] = answer.results
+        self._check(group, result.error_code, "delete")
+        return DeleteGroupResult()
 
     async def list(self, cmd: ListGroups) -> ListGroupsResult:
         if cmd.stream not in (None, DEFAULT_STREAM):

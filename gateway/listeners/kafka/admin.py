@@ -194,6 +194,28 @@ async def create_partitions(session: Session, req: KafkaRequest) -> Any:
     return session.respond(req, {"throttle_time": 0, "results": results})
 
 
+def _broker_configs(session: Session) -> dict[str, tuple[str, bool]]:
+    """name -> (value, is the default). The listener keys describe the listener this client is
+    connected to (a TLS port beside a plaintext one is a listener of its own), named by its
+    security protocol as Kafka names listeners without a ``listener.security.protocol.map``;
+    tools (kcat -L, the admin clients' describe-cluster views) read them to find the broker."""
+    s = session.settings
+    protocol = ("SASL_" if s.sasl else "") + ("SSL" if session.conn.secure else "PLAINTEXT")
+    bound = session.conn.local or (session.host, session.port)
+    configs = {
+        "auto.create.topics.enable": (str(s.auto_create_topics).lower(), False),
+        "num.partitions": (str(s.default_partitions), False),
+        "broker.id": (str(s.node_id), False),
+        "node.id": (str(s.node_id), False),
+        "listeners": (f"{protocol}://{bound[0]}:{bound[1]}", False),
+        "advertised.listeners": (f"{protocol}://{session.host}:{session.port}", False),
+        "listener.security.protocol.map": (f"{protocol}:{protocol}", False),
+    }
+    if s.sasl:
+        configs["sasl.enabled.mechanisms"] = ("PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", False)
+    return configs
+
+
 async def describe_configs(session: Session, req: KafkaRequest) -> Any:
     assert session.ctx is not None
     results = []
@@ -213,12 +235,7 @@ async def describe_configs(session: Session, req: KafkaRequest) -> Any:
                 continue
             configs = tr.config_entries(info.config, info.defaults)
         elif r.resource_type == _BROKER_RESOURCE:
-            s = session.settings
-            configs = {
-                "auto.create.topics.enable": (str(s.auto_create_topics).lower(), False),
-                "num.partitions": (str(s.default_partitions), False),
-                "broker.id": (str(s.node_id), True),
-            }
+            configs = _broker_configs(session)
         else:
             entry.update(
                 error_code=ErrorCode.invalid_request,

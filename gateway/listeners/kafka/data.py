@@ -203,6 +203,14 @@ async def _wait_any(session: Session, grown: list[tuple[str, int, int]], max_wai
 # --- ListOffsets ---------------------------------------------------------------------------------
 
 
+# The special timestamps of a ListOffsets request: -1 latest, -2 earliest, -3 the record with the
+# largest timestamp (KIP-734, v7+; librdkafka sends it at any version it negotiated, and a broker
+# answers it from the log whatever the version, as Kafka's UnifiedLog.fetchOffsetByTimestamp
+# does). -4/-5 (tiered storage, v8/v9) are not served: those versions are not advertised.
+_SPECS = {-1: OffsetSpec.LATEST, -2: OffsetSpec.EARLIEST, -3: OffsetSpec.MAX_TIMESTAMP}
+_BY_TIME = frozenset({OffsetSpec.TIMESTAMP, OffsetSpec.MAX_TIMESTAMP})
+
+
 async def list_offsets(session: Session, req: KafkaRequest) -> Any:
     assert session.ctx is not None
     stream = session.settings.stream
@@ -211,7 +219,7 @@ async def list_offsets(session: Session, req: KafkaRequest) -> Any:
         parts = []
         for p in t.partitions:
             ts = p.timestamp
-            spec = {-1: OffsetSpec.LATEST, -2: OffsetSpec.EARLIEST}.get(ts, OffsetSpec.TIMESTAMP)
+            spec = _SPECS.get(ts, OffsetSpec.TIMESTAMP)
             try:
                 result = await session.router.execute(
                     ListOffsets(
@@ -229,16 +237,19 @@ async def list_offsets(session: Session, req: KafkaRequest) -> Any:
                         "error_code": tr.error_code(exc),
                         "timestamp": -1,
                         "offset": -1,
+                        "leader_epoch": -1,
                     }
                 )
                 continue  # fmt: skip
-            found = spec is OffsetSpec.TIMESTAMP and result.offset is not None
+            # Only a lookup by time names the record's timestamp; the -1/-2 answers carry -1.
+            found = spec in _BY_TIME and result.offset is not None
             parts.append(
                 {
                     "partition_index": p.partition_index,
                     "error_code": ErrorCode.none,
                     "timestamp": result.timestamp_us // 1000 if found else -1,
                     "offset": -1 if result.offset is None else result.offset,
+                    "leader_epoch": 0,  # v4+: the epoch Metadata names (one leader, for ever)
                 }
             )
         topics.append({"name": t.name, "partitions": parts})

@@ -13,6 +13,7 @@ from kio.schema.errors import ErrorCode
 from gateway.listeners.kafka.session import Session
 from gateway.model import (
     CommitOffset,
+    DeleteGroup,
     DescribeGroup,
     FetchOffset,
     Forbidden,
@@ -42,11 +43,19 @@ def _generation(body: Any) -> int:
 
 async def find_coordinator(session: Session, req: KafkaRequest) -> Any:
     key_type = getattr(req.body, "key_type", 0)
-    if key_type != 0:  # transaction coordinators: transactions are not implemented
+    if key_type != 0:
+        # A transaction coordinator (1): transactions are not implemented. The retriable
+        # COORDINATOR_NOT_AVAILABLE had clients ask again for ever (librdkafka until
+        # init_transactions() timed out, 17,628 requests in one run); this error is fatal to a
+        # transactional producer in librdkafka (rd_kafka_txn_handle_FindCoordinator), the Java
+        # client and kafka-python alike, and is what InitProducerId answers the same producer.
+        code = ErrorCode.transactional_id_authorization_failed
+        if key_type != 1:  # no other coordinator type is served either
+            code = ErrorCode.invalid_request
+        session.conn.log.info("transaction coordinator refused", key=req.body.key)
         return session.respond(
-            req, {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available,
-                  "node_id": -1, "host": "", "port": -1,
-                  "error_message": "transactions are not supported"},
+            req, {"throttle_time": 0, "error_code": code, "node_id": -1, "host": "", "port": -1,
+                  "error_message": "transactions are not supported by this gateway"},
         )  # fmt: skip
     return session.respond(
         req,
@@ -275,6 +284,21 @@ async def describe_groups(session: Session, req: KafkaRequest) -> Any:
     return session.respond(req, {"throttle_time": 0, "groups": groups})
 
 
+async def delete_groups(session: Session, req: KafkaRequest) -> Any:
+    assert session.ctx is not None
+    results = []
+    for group_id in req.body.groups_names:
+        code = ErrorCode.none
+        try:
+            await session.router.execute(
+                DeleteGroup(group=group_id, stream=session.settings.stream), session.ctx
+            )
+        except GatewayError as exc:  # NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND, ...
+            code = tr.error_code(exc, group=True)
+        results.append({"group_id": group_id, "error_code": code})
+    return session.respond(req, {"throttle_time": 0, "results": results})
+
+
 async def list_groups(session: Session, req: KafkaRequest) -> Any:
     assert session.ctx is not None
     try:
@@ -291,15 +315,19 @@ async def list_groups(session: Session, req: KafkaRequest) -> Any:
         return session.respond(
             req, {"throttle_time": 0, "error_code": tr.error_code(exc, group=True), "groups": []}
         )
+    # v4+ (KIP-518): each group's state, and only the states asked for (none named: all), as
+    # Kafka compares them, ignoring case.
+    wanted = {s.lower() for s in getattr(req.body, "states_filter", ())}
     return session.respond(
         req,
         {"throttle_time": 0, "error_code": ErrorCode.none,
-         "groups": [{"group_id": g.group, "protocol_type": g.protocol_type}
-                    for g in result.groups]},
+         "groups": [{"group_id": g.group, "protocol_type": g.protocol_type,
+                     "group_state": g.state}
+                    for g in result.groups if not wanted or g.state.lower() in wanted]},
     )  # fmt: skip
 
 
 __all__ = [
-    "describe_groups", "find_coordinator", "heartbeat", "join_group", "leave_group",
-    "list_groups", "offset_commit", "offset_fetch", "sync_group",
+    "delete_groups", "describe_groups", "find_coordinator", "heartbeat", "join_group",
+    "leave_group", "list_groups", "offset_commit", "offset_fetch", "sync_group",
 ]  # fmt: skip

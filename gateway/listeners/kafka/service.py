@@ -14,11 +14,13 @@ from __future__ import annotations
 from gateway.coordination import UserStore
 from gateway.listeners.connection import Connection, Handler, advertised_address
 from gateway.listeners.kafka import admin as kafka_admin
+from gateway.listeners.kafka import configs as kafka_configs
 from gateway.listeners.kafka import data as kafka_data
 from gateway.listeners.kafka import groups as kafka_groups
 from gateway.listeners.kafka import handshake as kafka_handshake
+from gateway.listeners.kafka import logs as kafka_logs
 from gateway.listeners.kafka.session import ApiHandlers, KafkaSettings, Session
-from gateway.model import InitProducer
+from gateway.model import DeleteGroup, DeleteRecords, InitProducer
 from gateway.router import Router
 from protocols._wire import NEED_DATA, RemoteProtocolError
 from protocols.kafka.framing import (
@@ -38,6 +40,10 @@ HANDLERS: ApiHandlers = {
     ApiKey.DELETE_TOPICS: kafka_admin.delete_topics,
     ApiKey.CREATE_PARTITIONS: kafka_admin.create_partitions,
     ApiKey.DESCRIBE_CONFIGS: kafka_admin.describe_configs,
+    ApiKey.ALTER_CONFIGS: kafka_configs.alter_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: kafka_configs.incremental_alter_configs,
+    ApiKey.DESCRIBE_LOG_DIRS: kafka_logs.describe_log_dirs,
+    ApiKey.DELETE_RECORDS: kafka_logs.delete_records,
     ApiKey.PRODUCE: kafka_data.produce,
     ApiKey.FETCH: kafka_data.fetch,
     ApiKey.LIST_OFFSETS: kafka_data.list_offsets,
@@ -51,6 +57,7 @@ HANDLERS: ApiHandlers = {
     ApiKey.OFFSET_FETCH: kafka_groups.offset_fetch,
     ApiKey.DESCRIBE_GROUPS: kafka_groups.describe_groups,
     ApiKey.LIST_GROUPS: kafka_groups.list_groups,
+    ApiKey.DELETE_GROUPS: kafka_groups.delete_groups,
 }
 _BEFORE_AUTH = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
@@ -68,6 +75,10 @@ class KafkaService:
             # not to offer InitProducerId (librdkafka: "idempotent producer not supported by
             # broker"; the Java client likewise), rather than grant an id that promises it.
             del self.versions[ApiKey.INIT_PRODUCER_ID]
+        if not router.supports(DeleteGroup):  # groups shared through a log cannot be deleted
+            del self.versions[ApiKey.DELETE_GROUPS]
+        if not router.supports(DeleteRecords):  # RabbitMQ Stream, Iggy: no log start to move
+            del self.versions[ApiKey.DELETE_RECORDS]
         self.handlers = HANDLERS
         assert set(self.handlers) >= set(self.versions)
 

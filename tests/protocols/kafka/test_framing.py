@@ -383,11 +383,14 @@ DOCUMENTED_REQUESTS: list[tuple[str, str, dict[str, Any]]] = [
     ("000000160003000400000002000772646b61666b610000000000", "rdkafka", {"topics": ()}),
 ]
 
+# kafka.md §7's answer grown by issue 20: ListOffsets 1-7, ListGroups 0-4, and DeleteRecords,
+# AlterConfigs, DescribeLogDirs, DeleteGroups, IncrementalAlterConfigs (27 keys).
 DOCUMENTED_API_VERSIONS = (
-    "0000009f000000010000160000000000070000010004000b0000020001000300000300010005000008000200070000"
+    "000000c20000000100001b0000000000070000010004000b0000020001000700000300010005000008000200070000"
     "090001000500000a0000000200000b0000000500000c0000000300000d0000000100000e0000000300000f00000004"
-    "000010000000020000110000000100001200000004000013000200040000140001000300001600000004000020000100"
-    "020000240000000100002500000001000000000000"
+    "0000100000000400001100000001000012000000040000130002000400001400010003000015000000010000160000"
+    "0004000020000100020000210000000100002300010001000024000000010000250000000100002a0000000100002c"
+    "00000000000000000000"
 )
 DOCUMENTED_FALLBACK = "0000001000000001002300000001001200000002"
 # An ApiVersions v3 request whose content does not matter (kio requires the two fields).
@@ -498,7 +501,7 @@ def test_a_valid_request_decodes() -> None:
     assert (req.body.topics, req.body.allow_auto_topic_creation) == ((), True)
 
 
-@pytest.mark.parametrize("api_key", [4, 5, 6, 7, 21, 42, 68, 69, 71, 72, 99, 1000, -1, 32767])
+@pytest.mark.parametrize("api_key", [4, 5, 6, 7, 24, 43, 68, 69, 71, 72, 99, 1000, -1, 32767])
 def test_unknown_or_unserved_api_key(api_key: int) -> None:
     with pytest.raises(RemoteProtocolError, match=f"api key {api_key}"):
         served(header(api_key, 0) + b"\0" * 8)
