@@ -42,13 +42,17 @@ def gateway_config(data_dir: Path, **overrides: object) -> Config:
     return load(overrides=values)
 
 
-@pytest.fixture
-async def gateway(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[Running]:
-    config = gateway_config(tmp_path / "data")
+async def start_gateway(nursery: trio.Nursery, config: Config) -> Running:
+    """``serve_gateway(config)`` in ``nursery``, once everything is bound (10 s at most)."""
     with trio.fail_after(10):
         running: Running = await nursery.start(
             lambda task_status: serve_gateway(
                 config, registry=CollectorRegistry(), task_status=task_status
             )
         )
-    yield running
+    return running
+
+
+@pytest.fixture
+async def gateway(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[Running]:
+    yield await start_gateway(nursery, gateway_config(tmp_path / "data"))

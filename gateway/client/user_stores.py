@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import json
 import os
 import sys
 from typing import TYPE_CHECKING, Any, Final
@@ -96,14 +95,7 @@ class LocalUsers:
 def _catalog_ids(root: str) -> dict[str, tuple[int, dict[str, int]]]:
     """stream name -> (id, topic name -> id), read from the embedded catalog's JSON files."""
     from gateway.backends.embedded.catalog import STREAM_FILE, TOPIC_FILE
-
-    def read(path: str) -> dict[str, Any] | None:
-        try:
-            with open(path, encoding="utf-8") as f:
-                meta = json.load(f)
-        except (OSError, ValueError):
-            return None
-        return meta if isinstance(meta, dict) else None
+    from gateway.backends.embedded.files import read_json as read
 
     out: dict[str, tuple[int, dict[str, int]]] = {}
     if not os.path.isdir(root):

@@ -12,7 +12,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic  # type: ignore[attr-defined]
 from prometheus_client import CollectorRegistry
 
-from gateway.app import Running, serve_gateway
+from gateway.app import Running
 from gateway.backends.embedded import open_embedded
 from gateway.metrics import Metrics
 from gateway.model import CreatePartitions, CreateTopic, InvalidPartitions, Topic
@@ -20,7 +20,7 @@ from gateway.router import RequestContext, Router
 from protocols.iggy import CreatePartitions as IggyCreatePartitions
 from protocols.iggy import CreateStream, Status
 from protocols.iggy import CreateTopic as IggyCreateTopic
-from tests.conftest import gateway_config
+from tests.conftest import gateway_config, start_gateway
 from tests.helpers.iggy_wire import IggyWire
 
 CAP = 50
@@ -28,12 +28,7 @@ CAP = 50
 
 async def _gateway(tmp_path: Path, nursery: trio.Nursery, **overrides: object) -> Running:
     config = gateway_config(tmp_path / "data", **overrides)
-    with trio.fail_after(10):
-        running: Running = await nursery.start(
-            lambda task_status: serve_gateway(
-                config, registry=CollectorRegistry(), task_status=task_status
-            )
-        )
+    running = await start_gateway(nursery, config)
     return running
 
 

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 import trio
-from prometheus_client import CollectorRegistry
 
-from gateway.app import Running, serve_gateway
-from tests.conftest import gateway_config
+from gateway.app import Running
+from tests.conftest import gateway_config, start_gateway
 from tests.gateway.backends.rabbitmq_stream.conftest import streamgate
 from tests.helpers.rabbitmq_shared import shared_rabbitmq, stop_shared_rabbitmq
 
@@ -34,12 +33,7 @@ async def bridge_gateway(request: pytest.FixtureRequest, tmp_path: Path) -> Asyn
         return
     config = gateway_config(tmp_path / "data")
     async with trio.open_nursery() as nursery:
-        with trio.fail_after(10):
-            running = await nursery.start(
-                lambda task_status: serve_gateway(
-                    config, registry=CollectorRegistry(), task_status=task_status
-                )
-            )
+        running = await start_gateway(nursery, config)
         try:
             yield running
         finally:

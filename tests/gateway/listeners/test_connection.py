@@ -6,23 +6,17 @@ from pathlib import Path
 
 import pytest
 import trio
-from prometheus_client import CollectorRegistry
 
-from gateway.app import Running, serve_gateway
+from gateway.app import Running
 from protocols.rog import Ok
-from tests.conftest import gateway_config
+from tests.conftest import gateway_config, start_gateway
 from tests.helpers.rog_client import RogClient
 from tests.helpers.waiting import eventually
 
 
 async def start(nursery: trio.Nursery, tmp_path: Path, **overrides: object) -> Running:
     config = gateway_config(tmp_path / "data", **overrides)
-    with trio.fail_after(10):
-        running: Running = await nursery.start(
-            lambda task_status: serve_gateway(
-                config, registry=CollectorRegistry(), task_status=task_status
-            )
-        )
+    running = await start_gateway(nursery, config)
     return running
 
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import trio
-from prometheus_client import CollectorRegistry
 
-from gateway.app import Running, serve_gateway
+from gateway.app import Running
 from gateway.backends.embedded import open_embedded
 from gateway.model import DEFAULT_STREAM, Read, Topic
 from protocols._wire import NEED_DATA
 from protocols.rog import CONNECTION_CLOSED, Ok, Publish, Response, RogClientCodec
-from tests.conftest import gateway_config
+from tests.conftest import gateway_config, start_gateway
 from tests.helpers.connections import until_closed
 from tests.helpers.rog_client import RogClient
 from tests.helpers.waiting import eventually
@@ -28,12 +27,7 @@ BODY = b"half now, half after the signal " * 512
 
 async def start(nursery: trio.Nursery, tmp_path: Path) -> Running:
     config = gateway_config(tmp_path / "data")
-    with trio.fail_after(10):
-        running: Running = await nursery.start(
-            lambda task_status: serve_gateway(
-                config, registry=CollectorRegistry(), task_status=task_status
-            )
-        )
+    running = await start_gateway(nursery, config)
     return running
 
 

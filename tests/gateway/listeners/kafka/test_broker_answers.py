@@ -25,10 +25,9 @@ from kafka.admin import KafkaAdminClient  # type: ignore[import-untyped]
 from kafka.admin import OffsetSpec as KpOffsetSpec
 from kafka.errors import TransactionalIdAuthorizationFailedError  # type: ignore[import-untyped]
 from kafka.structs import TopicPartition as KpTopicPartition  # type: ignore[import-untyped]
-from prometheus_client import CollectorRegistry
 
-from gateway.app import Running, serve_gateway
-from tests.conftest import gateway_config
+from gateway.app import Running
+from tests.conftest import gateway_config, start_gateway
 
 from .conftest import bootstrap, in_thread
 
@@ -127,12 +126,7 @@ async def test_broker_configs_name_the_listeners(gateway: Running) -> None:
 @pytest.fixture
 async def node7(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[Running]:
     config = gateway_config(tmp_path / "data", **{"listeners.kafka.node_id": 7})
-    with trio.fail_after(10):
-        running: Running = await nursery.start(
-            lambda task_status: serve_gateway(
-                config, registry=CollectorRegistry(), task_status=task_status
-            )
-        )
+    running = await start_gateway(nursery, config)
     yield running
 
 

@@ -9,12 +9,11 @@ from typing import Any
 import pytest
 import trio
 from kio.index import load_request_schema
-from prometheus_client import CollectorRegistry
 
-from gateway.app import Running, serve_gateway
+from gateway.app import Running
 from protocols.kafka.build import build
 from protocols.kafka.framing import KafkaClientCodec, KafkaResponse
-from tests.conftest import gateway_config
+from tests.conftest import gateway_config, start_gateway
 
 
 async def _ask(host: str, port: int, *bodies: Any) -> list[Any]:
@@ -55,12 +54,7 @@ async def advertised(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[Run
         **{"listeners.kafka.advertised_host": "kafka.example.internal",
            "listeners.kafka.advertised_port": 19092},
     )  # fmt: skip
-    with trio.fail_after(10):
-        running: Running = await nursery.start(
-            lambda task_status: serve_gateway(
-                config, registry=CollectorRegistry(), task_status=task_status
-            )
-        )
+    running = await start_gateway(nursery, config)
     yield running
 
 

@@ -10,12 +10,11 @@ import trio
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from kafka import KafkaConsumer, KafkaProducer  # type: ignore[import-untyped]
 from kio.index import load_request_schema
-from prometheus_client import CollectorRegistry
 
-from gateway.app import Running, serve_gateway
+from gateway.app import Running
 from protocols.kafka.build import build
 from protocols.kafka.framing import KafkaClientCodec, KafkaResponse
-from tests.conftest import gateway_config
+from tests.conftest import gateway_config, start_gateway
 
 from .conftest import bootstrap, in_thread
 
@@ -26,12 +25,7 @@ async def sasl_gateway(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[R
         tmp_path / "data",
         **{"listeners.kafka.sasl": True, "auth.users": "alice:s3cret,bob:other"},
     )
-    with trio.fail_after(10):
-        running: Running = await nursery.start(
-            lambda task_status: serve_gateway(
-                config, registry=CollectorRegistry(), task_status=task_status
-            )
-        )
+    running = await start_gateway(nursery, config)
     yield running
 
 

@@ -18,7 +18,6 @@ from typing import Any
 
 import mmh3
 import trio
-from prometheus_client import CollectorRegistry
 from rstream import (
     AMQPMessage,
     ConfirmationStatus,
@@ -33,8 +32,8 @@ from rstream import (
 )
 from rstream.client import Addr, Client, ClientPool
 
-from gateway.app import Running, serve_gateway
-from tests.conftest import gateway_config
+from gateway.app import Running
+from tests.conftest import gateway_config, start_gateway
 
 from .conftest import PASSWORD, USER, rstream_kwargs
 
@@ -237,11 +236,6 @@ async def gateway_on(data_dir: Path, **overrides: object) -> AsyncIterator[Runni
     """A whole gateway on ``data_dir`` (``tests/conftest.py``'s config) until the block ends."""
     config = gateway_config(data_dir, **overrides)
     async with trio.open_nursery() as nursery:
-        with trio.fail_after(10):
-            running: Running = await nursery.start(
-                lambda task_status: serve_gateway(
-                    config, registry=CollectorRegistry(), task_status=task_status
-                )
-            )
+        running = await start_gateway(nursery, config)
         yield running
         nursery.cancel_scope.cancel()

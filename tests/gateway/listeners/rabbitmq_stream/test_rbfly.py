@@ -21,10 +21,9 @@ from typing import cast
 import pytest
 import rbfly.streams as rbs
 import trio
-from prometheus_client import CollectorRegistry
 
-from gateway.app import Running, serve_gateway
-from tests.conftest import gateway_config
+from gateway.app import Running
+from tests.conftest import gateway_config, start_gateway
 from tests.helpers.connections import connection_errors
 
 from .conftest import PASSWORD, USER, run_client
@@ -316,12 +315,7 @@ async def test_named_publisher_deduplicates_across_reconnects(gateway: Running) 
 async def beating(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[Running]:
     """A gateway proposing a 1 s heartbeat (rbfly takes what the server proposes)."""
     config = gateway_config(tmp_path / "data", **{"listeners.rabbitmq_stream.heartbeat": 1})
-    with trio.fail_after(10):
-        running: Running = await nursery.start(
-            lambda task_status: serve_gateway(
-                config, registry=CollectorRegistry(), task_status=task_status
-            )
-        )
+    running = await start_gateway(nursery, config)
     yield running
 
 
