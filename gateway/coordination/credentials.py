@@ -21,6 +21,7 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
+from gateway.model import InvalidRequest
 from gateway.model.users import ScramCredential
 from protocols._wire.scram import HASHES, derive_keys
 
@@ -101,11 +102,43 @@ def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+# Iggy's validation limits (iggy_common): usernames 3..50 and passwords 3..100 bytes (counted in
+# UTF-8 bytes, as Iggy counts them: Rust's ``str::len``), token names 3..30 characters.
+USERNAME_LENGTH = range(3, 51)
+PASSWORD_LENGTH = range(3, 101)
+TOKEN_NAME_LENGTH = range(3, 31)
+
+
+def _bounds(r: range) -> str:
+    return f"{r.start}..{r.stop - 1}"
+
+
+def check_username(username: str) -> None:
+    if len(username.encode()) not in USERNAME_LENGTH:
+        raise InvalidRequest(f"username must have {_bounds(USERNAME_LENGTH)} bytes")
+
+
+def check_password(password: str) -> None:
+    if len(password.encode()) not in PASSWORD_LENGTH:
+        raise InvalidRequest(f"password must have {_bounds(PASSWORD_LENGTH)} bytes")
+
+
+def check_token_name(name: str) -> None:
+    if len(name) not in TOKEN_NAME_LENGTH:
+        raise InvalidRequest(f"token name must have {_bounds(TOKEN_NAME_LENGTH)} characters")
+
+
 __all__ = [
+    "PASSWORD_LENGTH",
     "SCRAM_ITERATIONS",
     "SCRAM_MECHANISMS",
     "TOKEN_BYTES",
+    "TOKEN_NAME_LENGTH",
+    "USERNAME_LENGTH",
     "PasswordSecrets",
+    "check_password",
+    "check_token_name",
+    "check_username",
     "hash_password",
     "new_token",
     "password_secrets",

@@ -69,6 +69,9 @@ from .credentials import (
     SCRAM_ITERATIONS,
     SCRAM_MECHANISMS,
     PasswordSecrets,
+    check_password,
+    check_token_name,
+    check_username,
     new_token,
     password_secrets,
     scram_credentials,
@@ -80,10 +83,6 @@ from .login_guard import LoginGuard
 # Advertised by the Kafka listener; authenticate() also takes "TOKEN" (an Iggy PAT).
 MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
 ROOT_ID = 0
-# Iggy's validation limits (iggy_common): usernames 3..50, passwords 3..100, token names 3..30.
-USERNAME_LENGTH = range(3, 51)
-PASSWORD_LENGTH = range(3, 101)
-TOKEN_NAME_LENGTH = range(3, 31)
 MAX_TOKENS_PER_USER = 100  # Iggy's personal_access_token.max_tokens_per_user default
 
 # What a user from the configuration may do: everything on data, nothing on users or servers.
@@ -257,8 +256,8 @@ class UserStore:
         status: UserStatus = UserStatus.ACTIVE,
         permissions: Permissions | None = None,
     ) -> User:
-        _check_username(username)
-        _check_password(password)
+        check_username(username)
+        check_password(password)
         hashed = await self.guard.hash(lambda: password_secrets(password), queue=False)
         with self._changing():
             if self._find(username) is not None:
@@ -285,7 +284,7 @@ class UserStore:
         with self._changing():
             account = self._account(user)
             if username is not None and username != account.user.username:
-                _check_username(username)
+                check_username(username)
                 if self._find(username) is not None:
                     raise UserExists(f"user {username!r} already exists")
             if status is UserStatus.INACTIVE and account.user.id == ROOT_ID:
@@ -307,7 +306,7 @@ class UserStore:
 
     async def change_password(self, user: int | str, current: str, new: str) -> None:
         """Iggy checks the current password even when an admin changes another user's."""
-        _check_password(new)
+        check_password(new)
         self._refresh()
         stored = self._account(user).password_hash
         ok, hashed = await self.guard.hash(
@@ -322,7 +321,7 @@ class UserStore:
     async def set_password(self, user: int | str, new: str) -> None:
         """An administrator's reset (``streamgate users passwd`` on the store's file): no current
         password asked, unlike Iggy's ChangePassword."""
-        _check_password(new)
+        check_password(new)
         self._account(user)
         hashed = await self.guard.hash(lambda: password_secrets(new), queue=False)
         with self._changing():
@@ -345,8 +344,7 @@ class UserStore:
 
         Only its digest is kept: the returned string is the one chance to see the token.
         """
-        if len(name) not in TOKEN_NAME_LENGTH:
-            raise InvalidRequest(f"token name must have {_bounds(TOKEN_NAME_LENGTH)} characters")
+        check_token_name(name)
         if expiry_us is not None and expiry_us <= 0:
             raise InvalidRequest("token expiry must be positive")
         token = new_token()
@@ -482,21 +480,6 @@ class UserStore:
 
 def _by_name(info: TokenInfo) -> str:
     return info.name
-
-
-def _bounds(r: range) -> str:
-    return f"{r.start}..{r.stop - 1}"
-
-
-# Counted in UTF-8 bytes, as Iggy counts them (Rust's ``str::len``), not in characters.
-def _check_username(username: str) -> None:
-    if len(username.encode()) not in USERNAME_LENGTH:
-        raise InvalidRequest(f"username must have {_bounds(USERNAME_LENGTH)} bytes")
-
-
-def _check_password(password: str) -> None:
-    if len(password.encode()) not in PASSWORD_LENGTH:
-        raise InvalidRequest(f"password must have {_bounds(PASSWORD_LENGTH)} bytes")
 
 
 __all__ = [
