@@ -230,6 +230,7 @@ async def serve_gateway(
         max_preauth_frame_bytes=config.limits.max_preauth_frame_bytes,
         auth_timeout_s=config.limits.auth_timeout_s,
         request_timeout_s=config.limits.request_timeout_s,
+        max_buffered_bytes=config.limits.max_buffered_bytes,
     )
     tls = server_tls(config)  # before anything starts: unreadable certificates stop it here
     coordinator = _groups(config, backend)

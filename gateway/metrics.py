@@ -421,6 +421,7 @@ CONNECTION_ERROR_REASONS = (
     "preauth_frame_too_large",  # above limits.max_preauth_frame_bytes before the login
     "auth_timeout",  # not logged in within limits.auth_timeout_s
     "request_timeout",  # a frame not whole within limits.request_timeout_s of its first byte
+    "memory",  # the process held limits.max_buffered_bytes of frames still arriving
     "login_throttled",  # a login refused unhashed: backoff, rate limit, full queue (auth.*)
     "fd_exhausted",  # refused: out of file descriptors (gateway/listeners/fd_guard.py)
 )

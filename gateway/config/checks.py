@@ -58,6 +58,11 @@ def check(config: Config) -> None:
         raise ConfigError(
             f"listeners.kafka.node_id: 0 or more, not {config.listeners.kafka.node_id}"
         )
+    if config.limits.max_buffered_bytes < 0:
+        raise ConfigError(
+            "limits.max_buffered_bytes: 0 (no limit) or more,"
+            f" not {config.limits.max_buffered_bytes}"
+        )
     if config.limits.max_partitions_per_topic < 1:
         raise ConfigError(
             "limits.max_partitions_per_topic: must be 1 or more,"

@@ -196,6 +196,8 @@ class LimitsConfig:
     max_preauth_frame_bytes: int = 64 << 10  # until the login; 0 = max_frame_bytes
     auth_timeout_s: float = 10.0  # to log in, on listeners that authenticate; 0 = none
     request_timeout_s: float = 30.0  # from a frame's first byte to its last; 0 = none
+    # of frames still arriving, all connections together; 0 = no limit (listeners/connection.py)
+    max_buffered_bytes: int = 512 << 20
     # Partitions one topic may have, asked by any protocol (CreateTopic, CreatePartitions): each
     # is a directory and files on the embedded backend. Iggy listeners also keep Iggy's 1000.
     max_partitions_per_topic: int = 1000

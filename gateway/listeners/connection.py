@@ -60,6 +60,28 @@ class Limits:
     max_preauth_frame_bytes: int = 64 << 10
     auth_timeout_s: float = 10.0  # from accept (and TLS handshake) to a successful login
     request_timeout_s: float = 30.0  # from a frame's first byte to its last; 0 = none
+    # What all connections of the process may hold of frames still arriving (``Buffered``);
+    # 0 = no limit.
+    max_buffered_bytes: int = 512 << 20
+
+
+# A connection holding this much or less of a frame is never closed for the process's total:
+# the handshake's frames, and every request a client sends a bit at a time.
+BUFFERED_FLOOR = 64 << 10
+
+
+class Buffered:
+    """The bytes every connection of the process holds of frames not yet handled. Each frame is
+    bounded by ``max_frame_bytes``, but a client that needs no login (Rog, Kafka without SASL)
+    could hold a frame that size on every connection it opens; past ``max_buffered_bytes`` in
+    all, the connection that grows the total with more than ``BUFFERED_FLOOR`` of its own is
+    closed (``reason="memory"``), as Kafka's ``queued.max.request.bytes`` refuses to read."""
+
+    def __init__(self) -> None:
+        self.total = 0
+
+
+BUFFERED = Buffered()
 
 
 class IdleTimeout(Exception):
@@ -72,6 +94,10 @@ class AuthTimeout(Exception):
 
 class RequestTimeout(Exception):
     pass
+
+
+class MemoryPressure(Exception):
+    """The process holds ``max_buffered_bytes`` of frames still arriving (``Buffered``)."""
 
 
 @dataclass(slots=True)
@@ -240,6 +266,7 @@ class Connection:
         # between frames), and the last chunk read (its size, when): see ``feed``.
         self._frame_started: float | None = None
         self._last_chunk = (0, 0.0)
+        self._held = 0  # what this connection counts in BUFFERED.total
 
     @property
     def is_authenticated(self) -> bool:
@@ -329,6 +356,8 @@ class Connection:
         # beginning of one frame: none, or part of one that began in the last chunk read (a
         # new one), or in an earlier chunk (the same frame as at the last feed).
         buffered, (last_size, last_at) = codec.buffered, self._last_chunk
+        if buffered < self._held:
+            self._hold(buffered)  # frames handled since the last read
         if not buffered:
             self._frame_started = None
         elif buffered <= last_size or self._frame_started is None:
@@ -340,8 +369,25 @@ class Connection:
             self._feeding = None
         if data:
             codec.receive_data(data)
+            self._hold(codec.buffered)
         else:
             codec.receive_eof()
+
+    def _hold(self, buffered: int) -> None:
+        grown = buffered - self._held
+        BUFFERED.total += grown
+        self._held = buffered
+        cap = self.limits.max_buffered_bytes
+        if grown > 0 and 0 < cap < BUFFERED.total and buffered > BUFFERED_FLOOR:
+            raise MemoryPressure(
+                f"the gateway holds {BUFFERED.total} bytes of frames still arriving"
+                f" (limits.max_buffered_bytes {cap}); this connection {buffered}"
+            )
+
+    def release(self) -> None:
+        """The connection ended: what it held is no longer held."""
+        BUFFERED.total -= self._held
+        self._held = 0
 
     def _cap(self, codec: Receiver) -> None:
         """Hold the codec to the pre-login frame size (again after a handshake step raised it:

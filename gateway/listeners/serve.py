@@ -20,6 +20,7 @@ from gateway.listeners.connection import (
     Handler,
     IdleTimeout,
     Limits,
+    MemoryPressure,
     RequestMeters,
     RequestTimeout,
 )
@@ -200,12 +201,15 @@ class _Server:
             self._fail(conn, "auth_timeout", eg)
         except* RequestTimeout as eg:
             self._fail(conn, "request_timeout", eg)
+        except* MemoryPressure as eg:
+            self._fail(conn, "memory", eg)
         except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as eg:
             self._fail(conn, "reset", eg)
         except* Exception as eg:
             self._errors["internal"].inc()
             conn.log.error("connection failed", exc_info=eg)
         finally:
+            conn.release()
             self.drain.connections.discard(conn)
 
     async def _handle(self, conn: Connection) -> None:

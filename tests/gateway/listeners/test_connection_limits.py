@@ -8,6 +8,7 @@ payload ``login`` logs the connection in, any frame is answered with ``ok <size>
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import struct
 from collections.abc import AsyncIterator
@@ -17,11 +18,12 @@ import pytest
 import trio
 from prometheus_client import CollectorRegistry
 
-from gateway.listeners.connection import Connection, Limits
+from gateway.listeners.connection import BUFFERED, Connection, Limits
 from gateway.listeners.serve import ListenerInfo, serve_protocol
 from gateway.metrics import Metrics
 from protocols._wire import CONNECTION_CLOSED, NEED_DATA, ConnectionClosed, NeedData, Receiver
 from tests.helpers.connections import until_closed
+from tests.helpers.waiting import eventually
 
 SIZE = struct.Struct(">I")
 FULL = 1 << 20  # the listener's max_frame_bytes
@@ -89,6 +91,7 @@ async def listening(
     idle_timeout_s: float = 600.0,
     auth_timeout_s: float = 10.0,
     request_timeout_s: float = 30.0,
+    max_buffered_bytes: int = 512 << 20,
 ) -> AsyncIterator[Listener]:
     metrics = Metrics(CollectorRegistry())
     limits = Limits(
@@ -97,6 +100,7 @@ async def listening(
         idle_timeout_s=idle_timeout_s,
         auth_timeout_s=auth_timeout_s,
         request_timeout_s=request_timeout_s,
+        max_buffered_bytes=max_buffered_bytes,
     )
     serve = functools.partial(
         serve_protocol, "rog", handle, host="127.0.0.1", port=0, metrics=metrics,
@@ -250,3 +254,48 @@ async def test_a_silent_connection_between_frames_is_idle_not_slow() -> None:
                 assert await until_closed(stream) == b""
             assert lst.errors("idle_timeout") == 1
             assert lst.errors("request_timeout") == 0
+
+
+async def test_partial_frames_are_bounded_for_the_whole_process() -> None:
+    # A listener without login takes max_frame_bytes frames from anyone: on many connections at
+    # once, the total is what is bounded (Buffered). Three clients each send 600 KiB of a 1 MiB
+    # frame under a 1.5 MiB budget: the one that crosses it is closed and counted; once another
+    # leaves, the first finishes its frame and is answered; small frames always are; nothing
+    # stays counted afterwards.
+    budget, part, size = 1536 << 10, 600 << 10, FULL - 8
+    with trio.fail_after(20):
+        async with listening(authenticates=False, max_buffered_bytes=budget) as listener:
+            base = BUFFERED.total
+            streams = [await listener.connect() for _ in range(3)]
+            for held, stream in enumerate(streams, 1):
+                # the third may be closed while it still sends
+                with contextlib.suppress(trio.BrokenResourceError):
+                    await stream.send_all(SIZE.pack(size) + bytes(part))
+                if held < 3:  # read and counted before the next client sends
+                    await eventually(functools.partial(_holds, base + held * (part + SIZE.size)))
+            closed = [s for s in streams if await _closed_soon(s)]
+            assert closed == [streams[2]]
+            assert listener.errors("memory") == 1
+            small = await listener.connect()
+            await small.send_all(frame(b"x" * 100))
+            assert await answers(small, 1) == b"ok 100\n"
+            await streams[1].aclose()
+            await eventually(lambda: BUFFERED.total <= base + part + SIZE.size)  # released
+            await streams[0].send_all(bytes(size - part))
+            assert await answers(streams[0], 1) == b"ok %d\n" % size
+            for stream in (streams[0], streams[2], small):
+                await stream.aclose()
+            await eventually(lambda: BUFFERED.total == base)  # all released
+
+
+def _holds(at_least: int) -> bool:
+    return BUFFERED.total >= at_least
+
+
+async def _closed_soon(stream: trio.SocketStream) -> bool:
+    with trio.move_on_after(0.5):
+        try:
+            return await stream.receive_some(1) == b""
+        except trio.BrokenResourceError:
+            return True
+    return False
