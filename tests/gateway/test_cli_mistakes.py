@@ -120,9 +120,9 @@ RUN_MISTAKES = [
     ),
     ("kafka-url-option", ["--backend", f"kafka://{_NOWHERE}?bogus=1"], ["'bogus'"], 2),
     (
-        "kafka-url-password",
-        ["--backend", f"kafka://alice:{SECRET}@{_NOWHERE}"],
-        ["user info", "alice:***@"],
+        "kafka-url-password",  # user info is SASL to the broker: a mechanism it cannot do
+        ["--backend", f"kafka://alice:{SECRET}@{_NOWHERE}?sasl=GSSAPI"],
+        ["sasl", "one of PLAIN"],
         2,
     ),
     ("url-bad-port", ["--backend", f"iggy://alice:{SECRET}@127.0.0.1:abc"], ["bad port"], 2),
@@ -246,12 +246,17 @@ async def test_workers_refused_backend_url_is_said_once(tmp_path: Path) -> None:
 CLIENT_MISTAKES = [
     ("scheme", ["topics", "list"], f"foo://alice:{SECRET}@{_NOWHERE}", ["'foo'"]),
     ("kafka-port", ["topics", "list"], "kafka://127.0.0.1:abc", ["127.0.0.1:abc"]),
-    ("kafka-password", ["topics", "list"], f"kafka://alice:{SECRET}@{_NOWHERE}", ["user info"]),
+    (
+        "kafka-password",
+        ["topics", "list"],
+        f"kafka://alice:{SECRET}@{_NOWHERE}?sasl=GSSAPI",
+        ["one of PLAIN"],
+    ),
     (
         "kafka-password-bad-port",
         ["produce", "t"],
         f"kafka://alice:{SECRET}@127.0.0.1:abc",
-        ["user info"],
+        ["127.0.0.1:abc"],
     ),
     ("iggy-port", ["consume", "t"], f"iggy://alice:{SECRET}@127.0.0.1:abc", ["bad port"]),
     ("iggy-option", ["topics", "list"], f"iggy://alice:{SECRET}@{_NOWHERE}?x=1", ["'x'"]),

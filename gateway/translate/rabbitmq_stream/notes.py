@@ -104,6 +104,9 @@ def notes_for(reference: str, filter_values: Iterable[str | None] = ()) -> Chunk
     return ChunkNotes((reference,) if reference else (), frozenset(filters), unfiltered or not seen)
 
 
+_MARKER_BYTE = bytes([MARKER])
+
+
 def _encode(notes: ChunkNotes) -> bytes:
     parts = [_U8.pack(len(notes.writers))]
     for writer in notes.writers:
@@ -119,8 +122,10 @@ def _encode(notes: ChunkNotes) -> bytes:
 
 
 def annotate(notes: ChunkNotes, entries: bytes) -> bytes:
-    """Entries to store with their notes (as they are when there is nothing to note)."""
-    if notes == PLAIN:
+    """Entries to store with their notes (as they are when there is nothing to note, unless
+    they begin with the marker byte: Publish refuses such entries, but a block keeps the stored
+    form unambiguous whatever comes)."""
+    if notes == PLAIN and entries[:1] != _MARKER_BYTE:
         return entries
     return _encode(notes) + entries
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from gateway.model import MessageBatch
@@ -28,6 +28,7 @@ from protocols.rabbitmq_stream.chunk import SimpleEntry, decode_chunk, encode_en
 _text = st.text(max_size=20)
 
 
+@example(writers=[], filters=frozenset(), unfiltered=True, body=b"\xff\x00\x00\x00\x01")
 @given(
     writers=st.lists(_text, max_size=3, unique=True),
     filters=st.frozensets(_text, max_size=5),
