@@ -163,3 +163,33 @@ async def test_verify_command(tmp_path: Path, capsys: object) -> None:
     assert "damaged batch" in out[0] and "offsets 10-19 lost" in out[0]
     assert str(index) in out[1] and "damaged" in out[1]
     assert main(["verify", str(tmp_path / "nothing")]) == 1
+
+
+async def test_resync_finds_a_header_whose_crc_ends_in_the_magic_byte(tmp_path: Path) -> None:
+    """The last CRC byte sits just before the magic: a CRC ending 0x01 makes bytes 15..19 read
+    01 01 00 00 00, two overlapping header candidates; resync must not skip the real one (the
+    stop-26 CI run lost a whole intact batch this way, once in 256 batches)."""
+    root = tmp_path / "store"
+    with trio.fail_after(30):
+        async with open_embedded(root, fsync="never") as b:
+            await create(b)
+            for k in range(1500):
+                await append(b, batch(1, start=k))
+        data = logs(root)[0].read_bytes()
+        starts, pos = [], 0
+        while pos < len(data):
+            starts.append(pos)
+            pos += parse_header(data, pos).size
+        crcs = [parse_header(data, s).crc for s in starts]
+        tricky = next(i for i in range(1, len(starts)) if crcs[i] >> 24 == 1)
+        bad = tricky - 1  # the batch before it is damaged
+        _flip(logs(root)[0], starts[bad] + 60)
+        lines = list(verify(str(root)))
+        assert lines == [
+            f"{logs(root)[0]}: damaged batch at byte {starts[bad]}"
+            f" ({starts[tricky] - starts[bad]} bytes): offsets {bad}-{bad} lost"
+        ]
+        async with open_embedded(root, fsync="never") as b:
+            got = await read_all(b)
+            assert _offsets(got) == [o for o in range(1500) if o != bad]
+            assert b.storage.lost_records == 1
