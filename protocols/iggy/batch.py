@@ -25,10 +25,10 @@ __all__ = [
     "FRAME_HEADER_SIZE",
     "LEGACY_HEADER_SIZE",
     "decode_batch",
+    "decode_batch_messages",
     "decode_era_a_polled",
     "decode_era_a_sent",
     "decode_era_b_message",
-    "decode_sent_batch",
     "encode_batch",
     "encode_era_a_polled",
     "encode_era_a_sent",
@@ -113,11 +113,10 @@ def decode_batch(reader: Reader, *, verify: bool) -> list[Message]:
     return _decode_batch(reader, verify=verify, sent=False)[0]
 
 
-def decode_sent_batch(reader: Reader) -> tuple[list[Message], bool]:
-    """A producer's batch, checksums verified: its messages with only what a producer sets (id,
-    payload, headers, origin timestamp), and whether its offset deltas are 0, 1, 2, ... and its
-    base offset 0 (then a store may serve it as it is)."""
-    return _decode_batch(reader, verify=True, sent=True)
+def decode_batch_messages(batch: bytes) -> list[Message]:
+    """The messages of one checked producer batch (``sent_batch``), with only what a producer
+    sets: id, payload, headers, origin timestamp."""
+    return _decode_batch(Reader(batch), verify=False, sent=True)[0]
 
 
 def _decode_batch(reader: Reader, *, verify: bool, sent: bool) -> tuple[list[Message], bool]:

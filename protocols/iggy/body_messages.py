@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
 from protocols._wire import LocalProtocolError
@@ -14,7 +15,6 @@ from .batch import (
     decode_era_a_polled,
     decode_era_a_sent,
     decode_era_b_message,
-    decode_sent_batch,
     encode_batch,
     encode_era_a_polled,
     encode_era_a_sent,
@@ -51,6 +51,7 @@ from .layout import (
     Layout,
     ListOf,
 )
+from .sent_batch import scan_sent_batch
 from .status import Status
 from .wire import Reader, malformed, pack_u32, pack_u64
 
@@ -118,13 +119,13 @@ class _SendMessagesKind:
         if era is Era.C:
             # Only the ids, payloads, headers and origin timestamps mean anything from a
             # producer; the checksums are checked (4027/4039, as the real server) and dropped.
-            batch_start = reader.pos
-            messages, in_order = decode_sent_batch(reader)
+            sent, in_order = scan_sent_batch(reader)
             # Deltas other than 0..n-1 could not be served as stored: no batch then.
-            batch = bytes(reader.data[batch_start : reader.pos]) if in_order else b""
-            if len(messages) != count:
+            batch = sent.batch if in_order else b""
+            decoded: Sequence[Message] = sent
+            if len(sent) != count:
                 malformed(
-                    f"{count} messages announced, {len(messages)} in the batch",
+                    f"{count} messages announced, {len(sent)} in the batch",
                     Status.INVALID_MESSAGES_COUNT,
                 )
             reader.expect_end("batch")
@@ -143,11 +144,12 @@ class _SendMessagesKind:
                 messages.append(decode_era_b_message(reader))
                 if reader.pos - base != end:
                     malformed(f"the index says a message ends at {end}, not {reader.pos - base}")
+            decoded = tuple(messages)
         return SendMessages(
             stream_id=stream_id,
             topic_id=topic_id,
             partitioning=partitioning,
-            messages=tuple(messages),
+            messages=decoded,
             batch=batch,
         )
 

@@ -6,6 +6,7 @@ timestamp) and what a poll returns (offset, append timestamp, checksum, era A's 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .headers import Header
@@ -44,7 +45,8 @@ class SendMessages:
     stream_id: Identifier
     topic_id: Identifier
     partitioning: Partitioning
-    messages: tuple[Message, ...]
+    # A tuple, or as decoded from era C a ``sent_batch.SentMessages`` (checked, decoded on use).
+    messages: Sequence[Message]
     # Era C, as decoded: the batch exactly as the producer sent it (256-byte header + frames,
     # checksums verified) when its offset deltas are 0, 1, 2, ... (what every SDK sends), so a
     # server can store it as is; b"" otherwise. Encoding sends it as is when set (a client

@@ -72,7 +72,7 @@ async def send_messages(s: Session, cmd: fm.SendMessages) -> fm.SendMessagesResp
     s.require("send_messages", found.stream.id, found.topic.id)
     if not cmd.messages:
         raise IggyStatus(Status.INVALID_MESSAGES_COUNT, "no messages to send")
-    if any(not m.payload for m in cmd.messages):
+    if tr.empty_payload(cmd.messages):
         raise IggyStatus(Status.EMPTY_MESSAGE_PAYLOAD, "a message has an empty payload")
     n = found.topic.partition_count
     key = None

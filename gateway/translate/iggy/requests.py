@@ -28,6 +28,7 @@ from gateway.translate.iggy.messages import (
 )
 from protocols import iggy as wire
 from protocols.iggy.batch import restamp_batch
+from protocols.iggy.sent_batch import empty_payload, origin_range
 
 PROTOCOL = "iggy"
 NO_PARTITION: Final = 0xFFFFFFFF  # §5.8: an empty group poll with this id makes the client re-sync
@@ -40,14 +41,17 @@ def wire_batch(cmd: wire.SendMessages) -> WireBatch | None:
     """The sent batch to store as is (nothing decoded again on an Iggy poll), when the codec
     kept it (era C, deltas 0..n-1) and every message carries its origin timestamp."""
     messages = cmd.messages
-    if not cmd.batch or not messages or min(m.origin_timestamp for m in messages) <= 0:
+    if not cmd.batch or not messages:
+        return None
+    first, last = origin_range(messages)
+    if first <= 0:
         return None
     return WireBatch(
         format=WIRE_FORMAT,
         data=cmd.batch,
         count=len(messages),
-        first_timestamp_us=min(m.origin_timestamp for m in messages),
-        max_timestamp_us=max(m.origin_timestamp for m in messages),
+        first_timestamp_us=first,
+        max_timestamp_us=last,
     )
 
 
@@ -77,6 +81,7 @@ __all__ = [
     "consumer_group_name",
     "current_offset",
     "decode_wire",
+    "empty_payload",
     "header_text",
     "serve_batch",
     "status_of",
