@@ -13,6 +13,7 @@ import os
 import platform
 from collections.abc import Callable, Iterable, Mapping
 from fnmatch import fnmatchcase
+from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -55,6 +56,9 @@ class Metrics:
         disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         self.backend = backend
+        # Label children by metric and labels: ``labels()`` checks and locks on every call, and
+        # the router measures every command (every partition of a fetch) with the same few.
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         r = self.registry
         if process:
             # process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds...
@@ -334,9 +338,17 @@ class Metrics:
         error_type: str = "",
     ) -> None:
         outcome = "error" if error_type else "ok"
-        self.command_duration.labels(
-            protocol, command, wire_command, self.backend, outcome, error_type
-        ).observe(seconds)
+        labels = (protocol, command, wire_command, self.backend, outcome, error_type)
+        self.child(self.command_duration, *labels).observe(seconds)
+
+    def child(self, metric: Any, *labels: str) -> Any:
+        """``metric.labels(*labels)``, kept: for the labels every command is measured under
+        (never for per-topic or per-client labels, which come and go)."""
+        key = (id(metric), labels)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*labels)
+        return found
 
 
 class TopicFilter:

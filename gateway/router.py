@@ -86,6 +86,7 @@ C = TypeVar("C", bound=Command[Any])
 log = structlog.get_logger("streamgate.router")
 
 _LISTINGS = (ListStreamsResult, ListTopicsResult, ListGroupsResult)
+_PARTITIONING = (CreateTopic, CreatePartitions)
 
 
 def _without_internal(result: Any) -> Any:
@@ -322,7 +323,7 @@ class Router:
         try:
             if handler is None:
                 raise Unsupported(f"{name} is not supported by the {self.backend.name} backend")
-            if isinstance(cmd, CreateTopic | CreatePartitions):
+            if isinstance(cmd, _PARTITIONING):
                 self.check_partitions(cmd)
             result: R = await handler(cmd)
             listing = isinstance(result, _LISTINGS)
@@ -333,7 +334,7 @@ class Router:
             ctx.command_s += elapsed
             ctx.errors += 1
             m.observe_command(ctx.protocol, name, ctx.wire_command, elapsed, exc.error_type)
-            m.backend_request_duration.labels(m.backend, name, "error").observe(elapsed)
+            m.child(m.backend_request_duration, m.backend, name, "error").observe(elapsed)
             m.backend_errors.labels(m.backend, exc.error_type).inc()
             if isinstance(exc, LoginRefused):  # backoff, rate limit or a full login queue
                 m.connection_errors.labels(ctx.protocol, "login_throttled").inc()
@@ -350,7 +351,7 @@ class Router:
             ctx.errors += 1
             log.exception("backend command failed", command=name, protocol=ctx.protocol)
             m.observe_command(ctx.protocol, name, ctx.wire_command, elapsed, "internal")
-            m.backend_request_duration.labels(m.backend, name, "error").observe(elapsed)
+            m.child(m.backend_request_duration, m.backend, name, "error").observe(elapsed)
             m.backend_errors.labels(m.backend, "internal").inc()
             if self.access_log is not None:
                 self.access_log.command(cmd, ctx, None, elapsed, None, "internal")
@@ -363,20 +364,20 @@ class Router:
         if isinstance(result, ReadResult):
             waited = result.waited_s
             if waited:
-                m.long_poll_wait.labels(ctx.protocol, m.backend).observe(waited)
+                m.child(m.long_poll_wait, ctx.protocol, m.backend).observe(waited)
                 ctx.waited_s += waited
                 elapsed = max(0.0, elapsed - waited)
-            m.messages_out.labels(ctx.protocol).inc(result.count)
+            m.child(m.messages_out, ctx.protocol).inc(result.count)
             if m.topics and isinstance(cmd, Read) and m.topics(cmd.topic):
                 self._topic_out(cmd.topic, result)
         elif isinstance(result, AppendResult) and not result.duplicate:
-            m.messages_in.labels(ctx.protocol).inc(result.count)
+            m.child(m.messages_in, ctx.protocol).inc(result.count)
             if m.topics and isinstance(cmd, Append) and m.topics(cmd.topic):
                 self._topic_in(cmd, result.count)
         elif self.on_commit is not None and isinstance(cmd, CommitOffset):
             self.on_commit(cmd.group, cmd.topic)
         m.observe_command(ctx.protocol, name, ctx.wire_command, elapsed)
-        m.backend_request_duration.labels(m.backend, name, "ok").observe(elapsed)
+        m.child(m.backend_request_duration, m.backend, name, "ok").observe(elapsed)
         if self.access_log is not None:
             self.access_log.command(cmd, ctx, result, elapsed, waited, "")
         return result

@@ -85,7 +85,7 @@ class Permissions:
         return cls(global_permissions=GlobalPermissions(**dict.fromkeys(ACTIONS, True)))
 
 
-def _closure(flags: Mapping[str, bool], rename: Mapping[str, str]) -> set[str]:
+def _closure(flags: Mapping[str, bool], rename: Mapping[str, str]) -> frozenset[str]:
     todo = [rename.get(name, name) for name, on in flags.items() if on is True]
     granted: set[str] = set()
     while todo:
@@ -93,11 +93,34 @@ def _closure(flags: Mapping[str, bool], rename: Mapping[str, str]) -> set[str]:
         if name not in granted:
             granted.add(name)
             todo.extend(_INCLUDES.get(name, ()))
-    return granted
+    return frozenset(granted)
+
+
+_FLAG_NAMES: dict[type, tuple[str, ...]] = {}
+# What a set of flags grants, by class and flag values: permissions are checked on every
+# command (every partition of a fetch), and there are few distinct sets of flags.
+_GRANTED: dict[tuple[type, tuple[Any, ...]], frozenset[str]] = {}
+_RENAME: dict[type, Mapping[str, str]] = {
+    GlobalPermissions: {}, StreamPermissions: _STREAM_FLAG, TopicPermissions: _TOPIC_FLAG,
+}  # fmt: skip
 
 
 def _flags(obj: Any) -> dict[str, bool]:
     return {f.name: getattr(obj, f.name) for f in fields(obj) if f.name != "topics"}
+
+
+def _granted(obj: Any) -> frozenset[str]:
+    cls = type(obj)
+    names = _FLAG_NAMES.get(cls)
+    if names is None:
+        names = _FLAG_NAMES[cls] = tuple(f.name for f in fields(obj) if f.name != "topics")
+    key = (cls, tuple([getattr(obj, n) for n in names]))
+    found = _GRANTED.get(key)
+    if found is None:
+        if len(_GRANTED) > 4096:
+            _GRANTED.clear()
+        found = _GRANTED[key] = _closure(dict(zip(names, key[1], strict=True)), _RENAME[cls])
+    return found
 
 
 def grants(
@@ -110,15 +133,15 @@ def grants(
     flags can grant stream, topic and message actions on that stream only; topic-level flags only
     topic and message actions on that topic; server and user actions are global only.
     """
-    if action in _closure(_flags(permissions.global_permissions), {}):
+    if action in _granted(permissions.global_permissions):
         return True
     sp = permissions.streams.get(stream) if stream is not None else None
     if sp is None:
         return False
-    if action in _closure(_flags(sp), _STREAM_FLAG) and action not in _GLOBAL_ONLY:
+    if action in _granted(sp) and action not in _GLOBAL_ONLY:
         return True
     tp = sp.topics.get(topic) if topic is not None else None
-    return tp is not None and action in _closure(_flags(tp), _TOPIC_FLAG)
+    return tp is not None and action in _granted(tp)
 
 
 def permissions_to_json(p: Permissions) -> dict[str, Any]:
