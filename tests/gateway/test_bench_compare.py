@@ -1,0 +1,70 @@
+"""``streamgate bench compare`` once, on the Kafka rows only, against a real Tansu started here:
+the JSON holds each row's ways with their message counts and a positive server CPU for every
+server measured. Structure only; the figures are the bench's business."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import trio
+
+from gateway.cli import main
+from tests.helpers.tansu import running_tansu
+
+pytestmark = pytest.mark.slow
+
+# Enough that each server spends several of /proc's clock ticks (10 ms) on it.
+MESSAGES = 20_000
+ROLES = {  # way -> the servers whose CPU it measures
+    "kafka-embedded": {"gateway"},
+    "kafka-direct": {"broker"},
+    "kafka-proxy": {"gateway", "broker"},
+    "kafka-embedded-1000p": {"gateway"},
+}
+
+
+async def test_kafka_rows_in_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "compare.json"
+    async with running_tansu(tmp_path) as tansu:
+        assert tansu.process is not None
+        argv = [
+            "bench", "compare", "--kafka-url", tansu.url, "--kafka-pid", str(tansu.process.pid),
+            "--rows", "kafka,kafka-proxy,kafka-partitions", "--sizes", "100",
+            "--messages", str(MESSAGES), "--rounds", "1", "--no-warm-up", "--json", str(out),
+        ]  # fmt: skip
+        with trio.fail_after(90):  # 2 gateways, 4 ways, a consumer process per way
+            code = await trio.to_thread.run_sync(lambda: main(argv), abandon_on_cancel=True)
+    assert code == 0
+    found = json.loads(out.read_text())
+    assert [(r["row"], r["size"]) for r in found["rows"]] == [
+        ("kafka", 100), ("kafka-proxy", 100), ("kafka-partitions", 100),
+    ]  # fmt: skip
+    assert found["skipped"] == {}
+    assert found["versions"]["kafka broker"].startswith("tansu ")
+    for row in found["rows"]:
+        for way, figures in row["ways"].items():
+            (phases,) = figures["rounds"]  # one round
+            assert [p["name"] for p in phases] == ["produce", "consume", "produce+consume"]
+            assert all(p["messages"] == MESSAGES for p in phases)
+            both = figures["median"]["produce+consume"]
+            assert both["messages"] == MESSAGES and both["msg_per_s"] > 0
+            for role in ROLES[way]:
+                assert both[f"{role}_cpu_us_per_msg"] > 0, (row["row"], way, role)
+        assert row["ratios"], row["row"]
+    assert "skipped" not in capsys.readouterr().out  # every row asked for ran
+
+
+def test_rows_without_their_broker_are_skipped_and_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "compare.json"
+    argv = ["bench", "compare", "--rows", "kafka,rabbitmq-proxy", "--kafka-url",
+            "kafka://127.0.0.1:1", "--json", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    shown = capsys.readouterr().out
+    assert "skipping row kafka: needs --kafka-url and --kafka-pid" in shown
+    assert "skipped rabbitmq-proxy: needs --rabbitmq-url and --rabbitmq-pid" in shown
+    found = json.loads(out.read_text())
+    assert found["rows"] == [] and set(found["skipped"]) == {"kafka", "rabbitmq-proxy"}
