@@ -48,6 +48,15 @@ def _check_total(total: int) -> None:
         )
 
 
+def _check_count(count: int) -> None:
+    """Create/DeletePartitions: 0 or more than the cap is TooManyPartitions (2015) on a real
+    server, for both commands; more than the topic has is InvalidPartitionsCount (2019)."""
+    if not 1 <= count <= MAX_PARTITIONS:
+        raise IggyStatus(
+            Status.TOO_MANY_PARTITIONS, f"partitions count must be in 1..{MAX_PARTITIONS}"
+        )
+
+
 async def create_stream(s: Session, cmd: f.CreateStream) -> f.StreamDetails:
     s.require("manage_streams")
     tt.check_no_options(cmd.options, "stream")
@@ -173,6 +182,7 @@ async def update_topic(s: Session, cmd: f.UpdateTopic) -> None:
         )
     else:
         options = tt.options_of(cmd.options)
+        tt.check_updatable(options)
     info = found.topic
     config = tt.topic_config(options, partitions=info.partition_count, base=info.config)
     tt.check_topic_size(config)
@@ -200,8 +210,7 @@ async def purge_topic(s: Session, cmd: f.PurgeTopic) -> None:
 async def create_partitions(s: Session, cmd: f.CreatePartitions) -> None:
     found = await resolve(s, cmd.stream_id, cmd.topic_id)
     s.require("manage_topics", found.stream.id, found.topic.id)
-    if not 1 <= cmd.partitions_count <= MAX_PARTITIONS:
-        raise InvalidPartitions(f"partitions count must be in 1..{MAX_PARTITIONS}")
+    _check_count(cmd.partitions_count)
     total = found.topic.partition_count + cmd.partitions_count
     _check_total(total)
     s.catalog.invalidate()
@@ -212,8 +221,7 @@ async def create_partitions(s: Session, cmd: f.CreatePartitions) -> None:
 async def delete_partitions(s: Session, cmd: f.DeletePartitions) -> None:
     found = await resolve(s, cmd.stream_id, cmd.topic_id)
     s.require("manage_topics", found.stream.id, found.topic.id)
-    if not 1 <= cmd.partitions_count <= 1000:
-        raise InvalidPartitions("partitions count must be in 1..1000")
+    _check_count(cmd.partitions_count)
     total = found.topic.partition_count - cmd.partitions_count
     if total < 1:
         raise InvalidPartitions("a topic keeps at least one partition here")

@@ -169,6 +169,20 @@ def check_topic_size(config: TopicConfig) -> None:
         )
 
 
+# What UpdateTopic may change (a real server's UPDATABLE_TOPIC_OPTION_KEYS): the storage knobs
+# (segment size, durability, flush thresholds, preallocation) are given at creation only.
+UPDATABLE: Final = frozenset({"compression_algorithm", "message_expiry", "max_topic_size"})
+
+
+def check_updatable(options: Mapping[str, str]) -> None:
+    """UpdateTopic options: a create-only or unknown key is UnsupportedOptionKey (4041)."""
+    for key in sorted(options):
+        if key not in UPDATABLE:
+            raise IggyStatus(
+                Status.UNSUPPORTED_OPTION_KEY, f"topic option {key!r} cannot be updated"
+            )
+
+
 def check_no_options(options: Sequence[IggyHeader], what: str) -> None:
     """Streams and users have no option keys yet: a real server refuses any key with
     UnsupportedOptionKey (4041), as the SDK's docs say of update_stream and update_user."""
@@ -247,8 +261,10 @@ def stream_info(stream: wire.Stream, topics: Sequence[TopicInfo] = ()) -> Stream
 
 __all__ = [
     "OPTION_KINDS",
+    "UPDATABLE",
     "check_no_options",
     "check_topic_size",
+    "check_updatable",
     "compression",
     "max_topic_size",
     "message_expiry",

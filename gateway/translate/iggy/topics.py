@@ -11,6 +11,7 @@ from gateway.translate.iggy.messages import current_offset
 from gateway.translate.iggy.topic_settings import (
     check_no_options,
     check_topic_size,
+    check_updatable,
     options_of,
     topic_config,
 )
@@ -64,7 +65,23 @@ def topic_frame(info: TopicInfo, *, legacy: bool = False) -> wire.Topic:
         name=info.topic.name,
         replication_factor=1 if legacy else 0,
         options=() if legacy else mapped.options_tlv(config.extra),
+        derived_options=() if legacy else mapped.options_tlv(_derived(info, expiry, size)),
     )
+
+
+def _derived(info: TopicInfo, expiry: int, size: int) -> dict[str, str]:
+    """The derived options block (§5.4): what the topic resolved for the keys the client did
+    not send, as a real server reports its admission defaults. Only what the gateway knows of
+    the topic: its compression, expiry, size cap and segment size."""
+    config = info.config
+    segment = config.segment_bytes or info.defaults.segment_bytes
+    resolved = {
+        "compression_algorithm": config.compression or "none",
+        "message_expiry": str(expiry) if expiry else "",
+        "max_topic_size": str(size) if size else "",
+        "segment_size": str(segment) if segment else "",
+    }
+    return {k: v for k, v in resolved.items() if v and k not in config.extra}
 
 
 def topic_details(info: TopicInfo, *, legacy: bool = False, shift: int = 0) -> wire.TopicDetails:
@@ -96,6 +113,7 @@ def stream_details(info: StreamInfo, *, legacy: bool = False) -> wire.StreamDeta
 __all__ = [
     "check_no_options",
     "check_topic_size",
+    "check_updatable",
     "legacy_topic_options",
     "options_of",
     "partition_frame",

@@ -144,6 +144,54 @@ async def test_segment_size_takes_iggys_size_strings(gateway: Running) -> None:
     await run_iggy(gateway, scenario)
 
 
+async def test_update_topic_takes_only_the_keys_a_server_lets_change(gateway: Running) -> None:
+    async def scenario(clients: Clients) -> None:
+        client = await with_topic(clients)
+        await client.update_topic("s", "t", "t", options={"compression_algorithm": "gzip"})
+        topic = await client.get_topic("s", "t")
+        assert topic is not None and topic.compression_algorithm == "gzip"
+        for key, value in (("segment_size", "2 MiB"), ("preallocate_segments", "true")):
+            with pytest.raises(RuntimeError, match="Unsupported option key"):
+                await client.update_topic("s", "t", "t", options={key: value})
+        topic = await client.get_topic("s", "t")
+        assert topic is not None and "segment_size" not in topic.options.to_scalar_dict()
+
+    await run_iggy(gateway, scenario)
+
+
+async def test_derived_options_say_what_the_topic_resolved(gateway: Running) -> None:
+    async def scenario(clients: Clients) -> None:
+        client = await with_stream(clients)
+        await client.create_topic("s", "t", 1, options={"segment_size": "128 MiB"})
+        topic = await client.get_topic("s", "t")
+        assert topic is not None
+        explicit = topic.options.to_scalar_dict()
+        derived = topic.derived_options.to_scalar_dict()
+        assert explicit["segment_size"] == 128 << 20  # beside the SDK's durability keys
+        assert derived["max_topic_size"] == 2**64 - 1  # unlimited, as the store keeps it
+        assert derived["message_expiry"] == 2**64 - 1  # never
+        assert derived["compression_algorithm"] == "none"
+        assert not set(derived) & set(explicit)  # what the client chose is explicit only
+
+    await run_iggy(gateway, scenario)
+
+
+async def test_partition_counts_out_of_range_are_too_many_partitions(gateway: Running) -> None:
+    async def scenario(clients: Clients) -> None:
+        client = await with_topic(clients)
+        await client.create_partitions("s", "t", 2)
+        for count in (0, 1001):
+            for change in (client.create_partitions, client.delete_partitions):
+                with pytest.raises(RuntimeError, match="Too many partitions"):
+                    await change("s", "t", count)
+        with pytest.raises(RuntimeError, match="Invalid partitions count"):
+            await client.delete_partitions("s", "t", 5)  # more than the topic has
+        topic = await client.get_topic("s", "t")
+        assert topic is not None and topic.partitions_count == 3
+
+    await run_iggy(gateway, scenario)
+
+
 async def test_a_max_topic_size_below_the_segment_size_is_invalid_topic_size(
     gateway: Running,
 ) -> None:
