@@ -389,8 +389,10 @@ def encode_chunk(
 
 def count_entries(body: bytes | memoryview) -> tuple[int, int]:
     """(entries, records) of encoded entries, read from their lengths only."""
-    entries = records = pos = 0
+    simple = batches = records = pos = 0
     end = len(body)
+    length = U32_BE.unpack_from  # one call per entry: this runs on every delivered chunk
+    last = end - 4
     while pos < end:
         if body[pos] & _SUB_BATCH_BIT:
             if end - pos < _SUB_BATCH.size:
@@ -398,11 +400,14 @@ def count_entries(body: bytes | memoryview) -> tuple[int, int]:
             _, count, _, size = _SUB_BATCH.unpack_from(body, pos)
             pos += _SUB_BATCH.size + size
             records += count
+            batches += 1
+        elif pos <= last:
+            pos += 4 + length(body, pos)[0]
+            simple += 1
         else:
-            size, pos = _u32(body, pos, "entry length")
-            pos += size
-            records += 1
-        entries += 1
+            raise RemoteProtocolError("truncated entry length")
+    entries = simple + batches
+    records += simple
     if pos != end:
         raise RemoteProtocolError(f"the last entry runs {pos - end} bytes past the end")
     return entries, records
