@@ -307,25 +307,27 @@ class Connection:
         started = self._frame_started
         # A frame that has begun to arrive has until its deadline, however its bytes trickle.
         request_deadline = started + request if started is not None and request > 0 else math.inf
-        with trio.CancelScope() as scope:
+        deadline = min(idle_deadline, request_deadline)
+        # One scope for both ends of a wait: its deadline (a timeout), or drain() cancelling it.
+        with trio.CancelScope(deadline=deadline) as scope:
             self._receive_scope = scope
-            with trio.move_on_at(min(idle_deadline, request_deadline)) as timer:
-                data = cast(bytes, await self.stream.receive_some(65536))
-            self._receive_scope = None
-            if timer.cancelled_caught:
-                if request_deadline <= idle_deadline:
-                    raise RequestTimeout(f"a request still arriving after {request} s")
-                raise IdleTimeout(f"no request for {idle} s")
-            self._last_chunk = (len(data), trio.current_time())
-            if self._tls_object is not None and data:
-                data = self._more_records(data)
-            if self._sniff_tls:
-                self._sniff_tls = False
-                if looks_like_client_hello(data):
-                    raise TlsError("TLS ClientHello on a plaintext port")
-            self._bytes_in.inc(len(data))
-            return data
-        return b""  # cancelled by drain()
+            data = cast(bytes, await self.stream.receive_some(65536))
+        self._receive_scope = None
+        if scope.cancelled_caught:
+            if self._draining and trio.current_time() < deadline:
+                return b""  # cancelled by drain()
+            if request_deadline <= idle_deadline:
+                raise RequestTimeout(f"a request still arriving after {request} s")
+            raise IdleTimeout(f"no request for {idle} s")
+        self._last_chunk = (len(data), trio.current_time())
+        if self._tls_object is not None and data:
+            data = self._more_records(data)
+        if self._sniff_tls:
+            self._sniff_tls = False
+            if looks_like_client_hello(data):
+                raise TlsError("TLS ClientHello on a plaintext port")
+        self._bytes_in.inc(len(data))
+        return data
 
     def _more_records(self, data: bytes) -> bytes:
         """Also the TLS records already received from the socket: clients that write a record
