@@ -87,6 +87,8 @@ log = structlog.get_logger("streamgate.router")
 
 _LISTINGS = (ListStreamsResult, ListTopicsResult, ListGroupsResult)
 _PARTITIONING = (CreateTopic, CreatePartitions)
+# Commands whose authorization depends on their type and topic only (``Authorizer.check``).
+_PER_TOPIC = (Read, Append, FetchOffset, CommitOffset, ListOffsets)
 
 
 def _without_internal(result: Any) -> Any:
@@ -137,6 +139,12 @@ class RequestContext:
     # a command the gateway runs for its own bookkeeping (shared groups), not for a client.
     user: str | None = None
     system: bool = False
+    # Data commands already allowed in this request, by command type and topic: a Fetch or a
+    # Produce over a thousand partitions of one topic is authorized once, not a thousand times
+    # (permissions are read afresh by the next request). None: every command is checked (a
+    # context that outlives a request: a RabbitMQ subscription's deliveries, which a revoked
+    # permission must stop).
+    allowed: set[tuple[type, Topic]] | None = None
 
 
 class Router:
@@ -316,7 +324,13 @@ class Router:
     async def execute(self, cmd: Command[R], ctx: RequestContext) -> R:
         name = cmd.name
         if self.authorizer is not None and not ctx.system:
-            await self._authorize(cmd, ctx)
+            if ctx.allowed is not None and isinstance(cmd, _PER_TOPIC):
+                key = (type(cmd), cmd.topic)
+                if key not in ctx.allowed:
+                    await self._authorize(cmd, ctx)
+                    ctx.allowed.add(key)
+            else:
+                await self._authorize(cmd, ctx)
         handler = self._handlers.get(type(cmd))
         m = self.metrics
         t0 = time.perf_counter()

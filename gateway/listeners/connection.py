@@ -162,7 +162,7 @@ class Request:
         self, meters: RequestMeters, wire_command: str, client: Client | None = None
     ) -> None:
         self._meters = meters
-        self.ctx = RequestContext(meters.protocol, wire_command, client=client)
+        self.ctx = RequestContext(meters.protocol, wire_command, client=client, allowed=set())
         if meters.access_log is not None:
             self.ctx.access_lines = []
         self.command = ""

@@ -12,6 +12,7 @@ import trio
 from prometheus_client import CollectorRegistry
 
 import gateway.model as model
+from gateway.authorization import Authorizer
 from gateway.backends import Backend
 from gateway.backends.embedded import EmbeddedBackend, open_embedded
 from gateway.backends.kafka import KafkaBackend
@@ -48,6 +49,8 @@ from gateway.model import (
     TopicConfig,
     Unsupported,
 )
+from gateway.model.errors import Forbidden
+from gateway.model.permissions import GlobalPermissions, Permissions
 from gateway.router import RequestContext, Router
 
 TOPIC = Topic("s", "t")
@@ -260,3 +263,37 @@ async def test_internal_names_are_not_listed(tmp_path: Path) -> None:
                 Append(topic=internal, partition=0, batch=MessageBatch([Message(b"x")])), client
             )
             assert appended.base_offset == 0
+
+
+async def test_a_request_authorizes_each_topic_once_a_subscription_every_read(
+    tmp_path: Path,
+) -> None:
+    """A request's context keeps what it was allowed (a Fetch over a thousand partitions of a
+    topic is checked once); a context without that set (a RabbitMQ subscription's deliveries)
+    is checked on every command, so a revoked permission stops it at once."""
+    readers = Permissions(global_permissions=GlobalPermissions(read_topics=True))
+    with trio.fail_after(10):
+        async with open_embedded(tmp_path, fsync="never") as backend:
+            users = UserStore()
+            await users.create_user("reader", "secret-pw", permissions=readers)
+            authz = Authorizer(users, backend.list_streams, anonymous=Permissions.all())
+            r = Router(backend, Metrics(CollectorRegistry()), users=users, authorizer=authz)
+            await r.execute(
+                CreateTopic(topic=TOPIC, partitions=2, config=TopicConfig()),
+                RequestContext("kafka", "CreateTopics"),
+            )
+            request = RequestContext("kafka", "Fetch", user="reader", allowed=set())
+            subscription = RequestContext("rabbitmq_stream", "deliver", user="reader")
+            for ctx in (request, subscription):
+                await r.execute(Read(topic=TOPIC, partition=0, offset=0), ctx)
+            users.update_permissions("reader", Permissions())  # revoked
+            # the request goes on with what it was allowed, for any partition of the topic
+            await r.execute(Read(topic=TOPIC, partition=1, offset=0), request)
+            assert request.allowed == {(Read, TOPIC)}
+            with pytest.raises(Forbidden):
+                await r.execute(Read(topic=TOPIC, partition=1, offset=0), subscription)
+            with pytest.raises(Forbidden):  # the next request is checked afresh
+                await r.execute(
+                    Read(topic=TOPIC, partition=0, offset=0),
+                    RequestContext("kafka", "Fetch", user="reader", allowed=set()),
+                )
