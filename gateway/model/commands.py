@@ -98,6 +98,10 @@ class UpdateTopic(Command[r.UpdateTopicResult]):
     # Iggy's UpdateTopic carries the name too: a different one renames the topic in its stream,
     # in the same step as the config change.
     new_name: str | None = None
+    # Settings returned to the backend's default (Kafka's IncrementalAlterConfigs DELETE): a
+    # TopicConfig field name (``retention_ms``, ``compression``) or a key of ``extra``. A
+    # backend that cannot forget a setting refuses the update rather than ignore this.
+    reset: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

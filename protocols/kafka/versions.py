@@ -1,15 +1,19 @@
 """The API versions the gateway serves and advertises (kafka.md §1.3, validated with all four
 clients through a rewriting proxy; the set is ``vectors/kafka/advertised-versions.json``).
 
-Every API is capped at its last non-flexible version, with four exceptions: ApiVersions v3/v4;
+Every API is capped at its last non-flexible version, with five exceptions: ApiVersions v3/v4;
 InitProducerId v2-v4 (v2 is v1 in the flexible encoding, KIP-482; v3 adds the ProducerId and
 ProducerEpoch request fields of KIP-360; v4 only changes which error a fenced transactional
 producer gets, KIP-588), for clients that recover an idempotent producer through it;
 ListOffsets v4-v7 (v4 the leader epoch, v6 the flexible encoding, v7 the max-timestamp lookup of
 KIP-734, which the librdkafka and kafka-python admin clients send at v7); and ListGroups v3-v4
-(v3 flexible, v4 the states filter and each group's state, KIP-518, which admin clients show).
-The admin APIs DeleteRecords 0-1, AlterConfigs 0-1, DescribeLogDirs 1 (kio has no v0),
-DeleteGroups 0-1 and IncrementalAlterConfigs 0 are non-flexible. Flexible versions are encoded
+(v3 flexible, v4 the states filter and each group's state, KIP-518, which admin clients show);
+and AlterPartitionReassignments / ListPartitionReassignments v0 (KIP-455), which exist only in
+the flexible encoding. The admin APIs DeleteRecords 0-1, AlterConfigs 0-1, DescribeConfigs 1-3
+(v3 adds config_type and documentation, KIP-569; v4 is flexible), AlterReplicaLogDirs 1 and
+DescribeLogDirs 1 (kio has no v0 of either; v1 is v0's layout), DeleteGroups 0-1, ElectLeaders
+0-1 (v1 the election type and a top-level error, KIP-460) and IncrementalAlterConfigs 0 are
+non-flexible. Flexible versions are encoded
 by kio, which writes no tagged field it has no value for: we never write one (librdkafka < 2.2
 mis-skips them, §1.4 trap 2). Keys 68, 69, 71 and 72 are never advertised: librdkafka changes
 behaviour as soon as they appear (§1.2).
@@ -45,11 +49,15 @@ class ApiKey(enum.IntEnum):
     INIT_PRODUCER_ID = 22
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
 
 
 # Advertised (min, max). Produce 0-2 are advertised but refused: old librdkafka (kcat) only
@@ -75,13 +83,17 @@ ADVERTISED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         ApiKey.DELETE_TOPICS: (1, 3),
         ApiKey.DELETE_RECORDS: (0, 1),
         ApiKey.INIT_PRODUCER_ID: (0, 4),
-        ApiKey.DESCRIBE_CONFIGS: (1, 2),
+        ApiKey.DESCRIBE_CONFIGS: (1, 3),
         ApiKey.ALTER_CONFIGS: (0, 1),
+        ApiKey.ALTER_REPLICA_LOG_DIRS: (1, 1),
         ApiKey.DESCRIBE_LOG_DIRS: (1, 1),
         ApiKey.SASL_AUTHENTICATE: (0, 1),
         ApiKey.CREATE_PARTITIONS: (0, 1),
         ApiKey.DELETE_GROUPS: (0, 1),
+        ApiKey.ELECT_LEADERS: (0, 1),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     }
 )
 

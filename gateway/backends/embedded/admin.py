@@ -174,9 +174,14 @@ class Admin:
             await self.store.trash(topic.dir)
 
     async def update_topic(
-        self, name: Topic, config: TopicConfig, new_name: str | None = None
+        self,
+        name: Topic,
+        config: TopicConfig,
+        new_name: str | None = None,
+        reset: frozenset[str] = frozenset(),
     ) -> TopicEntry:
-        """Change the settings ``config`` names and, with ``new_name``, rename: one topic.json."""
+        """Change the settings ``config`` names, reset those ``reset`` names and, with
+        ``new_name``, rename: one topic.json."""
         catalog.check_config(config)
         if new_name is not None:
             check_name("topic", new_name)
@@ -186,7 +191,7 @@ class Admin:
             target = new_name or topic.name
             if target != topic.name and target in stream.topics:
                 raise TopicExists(f"topic {Topic(stream.name, target)} already exists")
-            merged = catalog.merge_config(topic.config, config)
+            merged = catalog.merge_config(topic.config, config, reset)
             path = os.path.join(topic.dir, catalog.TOPIC_FILE)
             meta = topic.meta(config=merged, name=target)
 

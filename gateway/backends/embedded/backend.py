@@ -231,7 +231,7 @@ class EmbeddedBackend:
         return DescribeTopicResult(info=topic.info(cmd.topic.stream))
 
     async def update_topic(self, cmd: UpdateTopic) -> UpdateTopicResult:
-        topic = await self._admin.update_topic(cmd.topic, cmd.config, cmd.new_name)
+        topic = await self._admin.update_topic(cmd.topic, cmd.config, cmd.new_name, cmd.reset)
         return UpdateTopicResult(info=topic.info(cmd.topic.stream))
 
     async def create_partitions(self, cmd: CreatePartitions) -> CreatePartitionsResult:

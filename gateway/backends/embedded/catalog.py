@@ -140,13 +140,19 @@ def check_config(config: TopicConfig) -> None:
         raise InvalidRequest("max_message_bytes must be > 0")
 
 
-def merge_config(old: TopicConfig, new: TopicConfig) -> TopicConfig:
-    """UpdateTopic changes the settings it names (None = leave as it is)."""
+def merge_config(
+    old: TopicConfig, new: TopicConfig, reset: frozenset[str] = frozenset()
+) -> TopicConfig:
+    """UpdateTopic changes the settings it names (None = leave as it is); ``reset`` names the
+    fields and ``extra`` keys that go back to the default (UpdateTopic.reset)."""
     values = {
         k: getattr(new, k) if getattr(new, k) is not None else getattr(old, k)
         for k in (*_CONFIG_FIELDS, "compression")
     }
-    return TopicConfig(**values, extra={**old.extra, **new.extra})
+    for k in reset & values.keys():
+        values[k] = None
+    extra = {k: v for k, v in old.extra.items() if k not in reset}
+    return TopicConfig(**values, extra={**extra, **new.extra})
 
 
 def effective(config: TopicConfig, defaults: LogConfig) -> LogConfig:

@@ -22,6 +22,7 @@ from gateway.model import (
     DeletePartitions,
     GatewayError,
     InvalidPartitions,
+    InvalidRequest,
     PartitionInfo,
     StatsResult,
     StreamExists,
@@ -36,7 +37,12 @@ from gateway.model import (
     check_name,
 )
 from gateway.translate.iggy.errors import error_of
-from gateway.translate.iggy.topic_settings import stream_info, topic_info, topic_options
+from gateway.translate.iggy.topic_settings import (
+    OPTION_KINDS,
+    stream_info,
+    topic_info,
+    topic_options,
+)
 from protocols import iggy as wire
 from protocols.iggy.status import Status
 
@@ -190,6 +196,7 @@ async def create_topic(pool: Pool, cmd: CreateTopic) -> TopicInfo:
 
 async def update_topic(pool: Pool, cmd: UpdateTopic) -> TopicInfo:
     info = await describe(pool, cmd.topic)
+    _check_kept(cmd, info)
     new_name = cmd.new_name or cmd.topic.name
     check_name("topic", new_name)
     update = wire.UpdateTopic(
@@ -200,6 +207,26 @@ async def update_topic(pool: Pool, cmd: UpdateTopic) -> TopicInfo:
     )
     await request(pool, update)
     return await describe(pool, Topic(cmd.topic.stream, new_name))
+
+
+def _check_kept(cmd: UpdateTopic, info: TopicInfo) -> None:
+    """An Iggy server keeps its own topic options only, and has no way back to a default: a
+    setting it would drop (another protocol's, e.g. Kafka's ``cleanup.policy``) or a reset is
+    refused rather than answered with a success that keeps nothing."""
+    if cmd.reset:
+        names = ", ".join(sorted(cmd.reset))
+        raise InvalidRequest(
+            f"the Iggy backend cannot reset topic settings to the default: {names}"
+        )
+    dropped = sorted(
+        k for k, v in cmd.config.extra.items()
+        if k not in OPTION_KINDS and info.config.extra.get(k) != v
+    )  # fmt: skip
+    if dropped:
+        raise InvalidRequest(
+            f"the Iggy backend cannot keep the topic settings {', '.join(dropped)}: an Iggy "
+            f"server keeps only its own options ({', '.join(sorted(OPTION_KINDS))})"
+        )
 
 
 async def create_partitions(pool: Pool, cmd: CreatePartitions) -> TopicInfo:

@@ -141,6 +141,10 @@ from gateway.translate.kafka.errors import gateway_error
 from gateway.translate.kafka.messages import WIRE_FORMAT, check_topic_name, config_settings
 
 _METADATA_WAIT_S = 5.0  # a new topic's metadata may lag its creation on a real cluster
+# UpdateTopic.reset names a TopicConfig field or a Kafka config name (a key of ``extra``).
+_KAFKA_NAMES = {"retention_ms": "retention.ms", "retention_bytes": "retention.bytes",
+                "segment_bytes": "segment.bytes", "max_message_bytes": "max.message.bytes",
+                "compression": "compression.type"}  # fmt: skip
 
 
 class KafkaBackend:
@@ -302,6 +306,9 @@ class KafkaBackend:
         configs = [
             {"name": k, "config_operation": 0, "value": v}  # 0 = SET (KIP-339)
             for k, v in config_settings(cmd.config).items()
+        ] + [
+            {"name": _KAFKA_NAMES.get(k, k), "config_operation": 1, "value": None}  # 1 = DELETE
+            for k in sorted(cmd.reset)
         ]
         answer = await self._admin(
             INCREMENTAL_ALTER_CONFIGS,

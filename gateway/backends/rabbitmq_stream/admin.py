@@ -82,11 +82,17 @@ def arguments(config: TopicConfig, defaults: TopicConfig) -> tuple[tuple[str, st
     return tuple(args)
 
 
-def merge_config(old: TopicConfig, new: TopicConfig) -> TopicConfig:
-    """UpdateTopic changes the settings it names (None = leave as it is)."""
+def merge_config(
+    old: TopicConfig, new: TopicConfig, reset: frozenset[str] = frozenset()
+) -> TopicConfig:
+    """UpdateTopic changes the settings it names (None = leave as it is); ``reset`` names the
+    fields and ``extra`` keys that go back to the default (UpdateTopic.reset)."""
     names = ("retention_ms", "retention_bytes", "segment_bytes", "max_message_bytes", "compression")
     values = {k: getattr(new, k) if getattr(new, k) is not None else getattr(old, k) for k in names}
-    return TopicConfig(**values, extra={**old.extra, **new.extra})
+    for k in reset & values.keys():
+        values[k] = None
+    extra = {k: v for k, v in old.extra.items() if k not in reset}
+    return TopicConfig(**values, extra={**extra, **new.extra})
 
 
 def check_config(config: TopicConfig) -> None:
@@ -308,7 +314,11 @@ class Admin:
         return self.catalog.topic(entry.topic)
 
     async def update_topic(
-        self, topic: Topic, config: TopicConfig, new_name: str | None
+        self,
+        topic: Topic,
+        config: TopicConfig,
+        new_name: str | None,
+        reset: frozenset[str] = frozenset(),
     ) -> TopicEntry:
         check_config(config)
         if new_name is not None:
@@ -318,7 +328,7 @@ class Admin:
             target = new_name or entry.name
             if target != entry.name and (entry.stream, target) in self.catalog.topics:
                 raise TopicExists(f"topic {Topic(entry.stream, target)} already exists")
-            config = merge_config(entry.config, config)
+            config = merge_config(entry.config, config, reset)
             return await self._rewrite(dataclasses.replace(entry, name=target, config=config))
 
     async def create_partitions(self, topic: Topic, total: int) -> TopicEntry:

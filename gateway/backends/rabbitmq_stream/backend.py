@@ -286,7 +286,7 @@ class RabbitStreamBackend:
         return DescribeTopicResult(info=await self.admin.info(await self.admin.resolve(cmd.topic)))
 
     async def update_topic(self, cmd: UpdateTopic) -> UpdateTopicResult:
-        entry = await self.admin.update_topic(cmd.topic, cmd.config, cmd.new_name)
+        entry = await self.admin.update_topic(cmd.topic, cmd.config, cmd.new_name, cmd.reset)
         return UpdateTopicResult(info=await self.admin.info(entry))
 
     async def create_partitions(self, cmd: CreatePartitions) -> CreatePartitionsResult:

@@ -7,6 +7,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from gateway.listeners.kafka.configs import config_type, topic_settings
 from gateway.listeners.kafka.session import Session
 from gateway.model import (
     CreatePartitions,
@@ -15,6 +16,7 @@ from gateway.model import (
     DescribeTopic,
     GatewayError,
     InvalidPartitions,
+    InvalidRequest,
     ListTopics,
     NotFound,
     Topic,
@@ -126,7 +128,12 @@ async def create_topics(session: Session, req: KafkaRequest) -> Any:
                 partitions = len(t.assignments)
             if partitions <= 0:
                 raise InvalidPartitions(f"number of partitions must be positive, not {partitions}")
-            config = tr.topic_config((c.name, c.value) for c in t.configs)
+            try:
+                config = topic_settings((c.name, c.value) for c in t.configs)
+            except InvalidRequest as exc:
+                code, message = ErrorCode.invalid_config, exc.message
+                results.append({"name": t.name, "error_code": code, "error_message": message})
+                continue
             topic = Topic(session.settings.stream, t.name)
             if validate_only:
                 create = CreateTopic(topic=topic, partitions=partitions, config=config)
@@ -194,25 +201,35 @@ async def create_partitions(session: Session, req: KafkaRequest) -> Any:
     return session.respond(req, {"throttle_time": 0, "results": results})
 
 
-def _broker_configs(session: Session) -> dict[str, tuple[str, bool]]:
-    """name -> (value, is the default). The listener keys describe the listener this client is
+# DescribeConfigs config_source (v1+)
+_DYNAMIC_TOPIC_CONFIG, _STATIC_BROKER_CONFIG, _DEFAULT_CONFIG = 1, 4, 5
+# Broker configs Kafka marks read-only (not dynamically updatable).
+_READ_ONLY = frozenset({"broker.id", "node.id"})
+
+
+def _broker_configs(session: Session) -> dict[str, tuple[str, int]]:
+    """name -> (value, config_source). The listener keys describe the listener this client is
     connected to (a TLS port beside a plaintext one is a listener of its own), named by its
     security protocol as Kafka names listeners without a ``listener.security.protocol.map``;
-    tools (kcat -L, the admin clients' describe-cluster views) read them to find the broker."""
+    tools (kcat -L, the admin clients' describe-cluster views) read them to find the broker.
+    ``advertised.listeners`` is a default, as in Kafka, unless an advertised host was configured
+    (kafka-python's suite checks DEFAULT_CONFIG against a broker that sets none)."""
     s = session.settings
     protocol = ("SASL_" if s.sasl else "") + ("SSL" if session.conn.secure else "PLAINTEXT")
     bound = session.conn.local or (session.host, session.port)
+    static = _STATIC_BROKER_CONFIG
+    advertised = static if s.advertised_host else _DEFAULT_CONFIG
     configs = {
-        "auto.create.topics.enable": (str(s.auto_create_topics).lower(), False),
-        "num.partitions": (str(s.default_partitions), False),
-        "broker.id": (str(s.node_id), False),
-        "node.id": (str(s.node_id), False),
-        "listeners": (f"{protocol}://{bound[0]}:{bound[1]}", False),
-        "advertised.listeners": (f"{protocol}://{session.host}:{session.port}", False),
-        "listener.security.protocol.map": (f"{protocol}:{protocol}", False),
+        "auto.create.topics.enable": (str(s.auto_create_topics).lower(), static),
+        "num.partitions": (str(s.default_partitions), static),
+        "broker.id": (str(s.node_id), static),
+        "node.id": (str(s.node_id), static),
+        "listeners": (f"{protocol}://{bound[0]}:{bound[1]}", static),
+        "advertised.listeners": (f"{protocol}://{session.host}:{session.port}", advertised),
+        "listener.security.protocol.map": (f"{protocol}:{protocol}", static),
     }
     if s.sasl:
-        configs["sasl.enabled.mechanisms"] = ("PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", False)
+        configs["sasl.enabled.mechanisms"] = ("PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", static)
     return configs
 
 
@@ -233,7 +250,12 @@ async def describe_configs(session: Session, req: KafkaRequest) -> Any:
                 entry.update(error_code=tr.error_code(exc), error_message=exc.message)
                 results.append(entry)
                 continue
-            configs = tr.config_entries(info.config, info.defaults)
+            configs = {
+                name: (value, _DEFAULT_CONFIG if is_default else _DYNAMIC_TOPIC_CONFIG)
+                for name, (value, is_default) in tr.config_entries(
+                    info.config, info.defaults
+                ).items()
+            }
         elif r.resource_type == _BROKER_RESOURCE:
             configs = _broker_configs(session)
         else:
@@ -243,18 +265,18 @@ async def describe_configs(session: Session, req: KafkaRequest) -> Any:
             )
             results.append(entry)
             continue
-        topic_resource = r.resource_type == _TOPIC_RESOURCE
         entry["configs"] = [
             {
                 "name": name,
                 "value": value,
-                "read_only": False,
-                # v1+: 5 = DEFAULT_CONFIG, 1 = DYNAMIC_TOPIC_CONFIG (4 for broker static)
-                "config_source": 5 if is_default else (1 if topic_resource else 4),
+                "read_only": name in _READ_ONLY,
+                "config_source": source,
                 "is_sensitive": False,
                 "synonyms": [],
+                "config_type": config_type(name),  # v3+ (KIP-569)
+                "documentation": None,
             }
-            for name, (value, is_default) in sorted(configs.items())
+            for name, (value, source) in sorted(configs.items())
             if keys is None or name in keys
         ]
         results.append(entry)

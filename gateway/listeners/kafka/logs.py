@@ -23,6 +23,11 @@ from gateway.translate.kafka import requests as tr
 from protocols.kafka.framing import KafkaRequest
 
 
+def log_dir(session: Session) -> str:
+    """The one log directory this listener reports (DescribeLogDirs, AlterReplicaLogDirs)."""
+    return f"/{session.router.backend.name}/{session.settings.stream}"
+
+
 async def delete_records(session: Session, req: KafkaRequest) -> Any:
     assert session.ctx is not None
     topics = []
@@ -73,13 +78,12 @@ async def describe_log_dirs(session: Session, req: KafkaRequest) -> Any:
                 for p in info.partitions if not only or p.partition in only
             ],
         })  # fmt: skip
-    log_dir = f"/{session.router.backend.name}/{stream}"
     return session.respond(
         req,
         {"throttle_time": 0, "error_code": ErrorCode.none,
-         "results": [{"error_code": ErrorCode.none, "log_dir": log_dir, "topics": topics,
+         "results": [{"error_code": ErrorCode.none, "log_dir": log_dir(session), "topics": topics,
                       "total_bytes": -1, "usable_bytes": -1}]},
     )  # fmt: skip
 
 
-__all__ = ["delete_records", "describe_log_dirs"]
+__all__ = ["delete_records", "describe_log_dirs", "log_dir"]

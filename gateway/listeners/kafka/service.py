@@ -19,6 +19,7 @@ from gateway.listeners.kafka import data as kafka_data
 from gateway.listeners.kafka import groups as kafka_groups
 from gateway.listeners.kafka import handshake as kafka_handshake
 from gateway.listeners.kafka import logs as kafka_logs
+from gateway.listeners.kafka import replicas as kafka_replicas
 from gateway.listeners.kafka.session import ApiHandlers, KafkaSettings, Session
 from gateway.model import DeleteGroup, DeleteRecords, InitProducer
 from gateway.router import Router
@@ -44,6 +45,10 @@ HANDLERS: ApiHandlers = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: kafka_configs.incremental_alter_configs,
     ApiKey.DESCRIBE_LOG_DIRS: kafka_logs.describe_log_dirs,
     ApiKey.DELETE_RECORDS: kafka_logs.delete_records,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: kafka_replicas.alter_replica_log_dirs,
+    ApiKey.ELECT_LEADERS: kafka_replicas.elect_leaders,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: kafka_replicas.alter_partition_reassignments,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: kafka_replicas.list_partition_reassignments,
     ApiKey.PRODUCE: kafka_data.produce,
     ApiKey.FETCH: kafka_data.fetch,
     ApiKey.LIST_OFFSETS: kafka_data.list_offsets,

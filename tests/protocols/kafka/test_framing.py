@@ -384,13 +384,14 @@ DOCUMENTED_REQUESTS: list[tuple[str, str, dict[str, Any]]] = [
 ]
 
 # kafka.md §7's answer grown by issue 20: ListOffsets 1-7, ListGroups 0-4, and DeleteRecords,
-# AlterConfigs, DescribeLogDirs, DeleteGroups, IncrementalAlterConfigs (27 keys).
+# AlterConfigs, DescribeLogDirs, DeleteGroups, IncrementalAlterConfigs; then DescribeConfigs 1-3,
+# AlterReplicaLogDirs, ElectLeaders and the partition reassignment APIs (31 keys).
 DOCUMENTED_API_VERSIONS = (
-    "000000c20000000100001b0000000000070000010004000b0000020001000700000300010005000008000200070000"
+    "000000de0000000100001f0000000000070000010004000b0000020001000700000300010005000008000200070000"
     "090001000500000a0000000200000b0000000500000c0000000300000d0000000100000e0000000300000f00000004"
     "0000100000000400001100000001000012000000040000130002000400001400010003000015000000010000160000"
-    "0004000020000100020000210000000100002300010001000024000000010000250000000100002a0000000100002c"
-    "00000000000000000000"
+    "000400002000010003000021000000010000220001000100002300010001000024000000010000250000000100002a"
+    "0000000100002b0000000100002c0000000000002d0000000000002e00000000000000000000"
 )
 DOCUMENTED_FALLBACK = "0000001000000001002300000001001200000002"
 # An ApiVersions v3 request whose content does not matter (kio requires the two fields).
@@ -501,7 +502,7 @@ def test_a_valid_request_decodes() -> None:
     assert (req.body.topics, req.body.allow_auto_topic_creation) == ((), True)
 
 
-@pytest.mark.parametrize("api_key", [4, 5, 6, 7, 24, 43, 68, 69, 71, 72, 99, 1000, -1, 32767])
+@pytest.mark.parametrize("api_key", [4, 5, 6, 7, 24, 47, 68, 69, 71, 72, 99, 1000, -1, 32767])
 def test_unknown_or_unserved_api_key(api_key: int) -> None:
     with pytest.raises(RemoteProtocolError, match=f"api key {api_key}"):
         served(header(api_key, 0) + b"\0" * 8)
@@ -827,3 +828,71 @@ def test_fuzz_any_stream_with_any_size_prefix(stream: bytes) -> None:
     except RemoteProtocolError:
         return
     raise AssertionError("the codec kept returning requests")
+
+
+@pytest.mark.parametrize(
+    ("api_key", "request_values", "response_values"),
+    [
+        (
+            ApiKey.LIST_PARTITION_REASSIGNMENTS,
+            {"timeout": 1000, "topics": None},
+            {"throttle_time": 0, "error_code": 0, "error_message": None, "topics": []},
+        ),
+        (
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+            {"timeout": 1000,
+             "topics": [{"name": "t", "partitions": [{"partition_index": 0, "replicas": [1]}]}]},
+            {"throttle_time": 0, "error_code": 0, "error_message": None,
+             "responses": [{"name": "t", "partitions": [
+                 {"partition_index": 0, "error_code": 39, "error_message": "only node 1"}]}]},
+        ),
+    ],
+)  # fmt: skip
+def test_flexible_only_reassignment_apis_round_trip(
+    api_key: int, request_values: dict[str, Any], response_values: dict[str, Any]
+) -> None:
+    """KIP-455's APIs exist only in the flexible encoding (v0): request header v2 in, response
+    header v1 out, each with an empty tagged-field section (no tag is ever written)."""
+    client = KafkaClientCodec("reassign")
+    _, frame = client.send(build(load_request_schema(api_key, 0), request_values))
+    server = KafkaServerCodec(ADVERTISED)
+    req = server.decode_request(frame[4:])
+    assert isinstance(req, KafkaRequest) and req.api_version == 0
+    out = server.send(req, build(load_response_schema(api_key, 0), response_values))
+    assert out[8] == 0  # the response header's tag count, right after the correlation id
+    client.receive_data(out)
+    response = client.next_response()
+    assert isinstance(response, KafkaResponse)
+    assert response.body == build(load_response_schema(api_key, 0), response_values)
+
+
+def test_describe_configs_v3_carries_types() -> None:
+    """v3 (non-flexible) adds config_type and documentation to each entry (KIP-569)."""
+    client = KafkaClientCodec("configs")
+    request = build(
+        load_request_schema(ApiKey.DESCRIBE_CONFIGS, 3),
+        {"resources": [{"resource_type": 2, "resource_name": "t", "configuration_keys": None}],
+         "include_synonyms": False, "include_documentation": False},
+    )  # fmt: skip
+    _, frame = client.send(request)
+    server = KafkaServerCodec(ADVERTISED)
+    req = server.decode_request(frame[4:])
+    assert isinstance(req, KafkaRequest) and req.api_version == 3
+    entry = {
+        "name": "retention.ms",
+        "value": "1000",
+        "read_only": False,
+        "config_source": 1,
+        "is_sensitive": False,
+        "synonyms": [],
+        "config_type": 5,
+        "documentation": None,
+    }
+    values = {"throttle_time": 0, "results": [
+        {"error_code": 0, "error_message": None, "resource_type": 2, "resource_name": "t",
+         "configs": [entry]}]}  # fmt: skip
+    client.receive_data(server.send(req, build(load_response_schema(32, 3), values)))
+    response = client.next_response()
+    assert isinstance(response, KafkaResponse)
+    (config,) = response.body.results[0].configs
+    assert (config.config_type, config.documentation) == (5, None)

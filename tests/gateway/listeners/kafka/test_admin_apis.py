@@ -1,11 +1,16 @@
 """Admin APIs of issue 20 with the real admin clients: IncrementalAlterConfigs and AlterConfigs
-(settings the store honours), DescribeLogDirs, DeleteGroups, DeleteRecords."""
+(every topic setting CreateTopics takes, DELETE back to the default, APPEND/SUBTRACT of
+cleanup.policy), DescribeConfigs v3's config types, DescribeLogDirs, DeleteGroups, DeleteRecords,
+and the one-broker answers of ElectLeaders, AlterReplicaLogDirs and the partition reassignment
+APIs."""
 
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import (
     Consumer,
     ConsumerGroupState,
@@ -30,9 +35,19 @@ from kafka.admin import (
     KafkaAdminClient,
 )
 from kafka.admin import OffsetSpec as KpOffsetSpec
+from kafka.errors import (  # type: ignore[import-untyped]
+    ElectionNotNeededError,
+    InvalidReplicationAssignmentError,
+    LogDirNotFoundError,
+    NoError,
+    UnknownTopicOrPartitionError,
+)
 from kafka.structs import TopicPartition as KpTopicPartition  # type: ignore[import-untyped]
+from kafka.structs import TopicPartitionReplica
 
 from gateway.app import Running
+from tests.conftest import gateway_config
+from tests.helpers.iggy_upstream import serving, upstream_gateway
 
 from .conftest import bootstrap, in_thread
 
@@ -72,33 +87,71 @@ async def test_incremental_alter_configs_confluent(gateway: Running) -> None:
         assert errors and errors[0] is not None
         assert errors[0].code() == KafkaError.MSG_SIZE_TOO_LARGE, errors
 
-        # DELETE of a setting the topic does not set is done; of one it sets, refused (the
-        # canonical UpdateTopic cannot unset), not answered with a success that changes nothing.
-        for name, code in (("retention.bytes", None), ("max.message.bytes", "INVALID_CONFIG")):
+        def alter(*entries: tuple[str, str | None, AlterConfigOpType]) -> None:
             res = ConfigResource(
                 ConfigResource.Type.TOPIC, topic,
-                incremental_configs=[ConfigEntry(name, None,
-                                                 incremental_operation=AlterConfigOpType.DELETE)],
+                incremental_configs=[ConfigEntry(n, v, incremental_operation=op)
+                                     for n, v, op in entries],
             )  # fmt: skip
-            try:
-                admin.incremental_alter_configs([res])[res].result(15)
-            except KafkaException as exc:
-                assert exc.args[0].name() == code, exc
-            else:
-                assert code is None, name
-
-        # A name the store does not honour is refused, not silently kept.
-        res = ConfigResource(
-            ConfigResource.Type.TOPIC, topic,
-            incremental_configs=[ConfigEntry("cleanup.policy", "compact",
-                                             incremental_operation=AlterConfigOpType.SET)],
-        )  # fmt: skip
-        try:
             admin.incremental_alter_configs([res])[res].result(15)
-        except KafkaException as exc:
-            assert exc.args[0].code() == KafkaError.INVALID_CONFIG, exc
-        else:
-            raise AssertionError("cleanup.policy=compact was accepted")
+
+        # DELETE returns a setting to the default, as Kafka does: the store forgets the limit
+        # (the record refused above now goes in). Of a setting the topic does not set: done.
+        alter(("max.message.bytes", None, AlterConfigOpType.DELETE),
+              ("retention.bytes", None, AlterConfigOpType.DELETE))  # fmt: skip
+        assert _configs(admin, topic)["max.message.bytes"][1] is True  # a default again
+        errors.clear()
+        p.produce(topic, b"x" * 5000, on_delivery=lambda err, _m: errors.append(err))
+        p.flush(15)
+        assert errors == [None]
+
+        # The other topic settings CreateTopics takes, by the same rule; list settings take
+        # APPEND/SUBTRACT from the default (confluent's own test_incremental_alter_configs).
+        alter(("cleanup.policy", "compact", AlterConfigOpType.APPEND),
+              ("compression.type", "gzip", AlterConfigOpType.SET),
+              ("file.delete.delay.ms", "12345", AlterConfigOpType.SET))  # fmt: skip
+        configs = _configs(admin, topic)
+        assert configs["cleanup.policy"] == ("delete,compact", False)
+        assert configs["compression.type"] == ("gzip", False)
+        assert configs["file.delete.delay.ms"] == ("12345", False)
+        alter(("cleanup.policy", "delete", AlterConfigOpType.SUBTRACT),
+              ("compression.type", None, AlterConfigOpType.DELETE),
+              ("file.delete.delay.ms", None, AlterConfigOpType.DELETE))  # fmt: skip
+        configs = _configs(admin, topic)
+        assert configs["cleanup.policy"] == ("compact", False)
+        assert configs["compression.type"] == ("producer", True)
+        assert "file.delete.delay.ms" not in configs
+
+        # Values Kafka refuses, and APPEND on a setting that is not a list: INVALID_CONFIG.
+        for entry in (("cleanup.policy", "shred", AlterConfigOpType.SET),
+                      ("compression.type", "brotli", AlterConfigOpType.SET),
+                      ("retention.ms", "soon", AlterConfigOpType.SET),
+                      ("retention.ms", "1", AlterConfigOpType.APPEND)):  # fmt: skip
+            try:
+                alter(entry)
+            except KafkaException as exc:
+                assert exc.args[0].code() == KafkaError.INVALID_CONFIG, (entry, exc)
+            else:
+                raise AssertionError(f"{entry} was accepted")
+
+    await in_thread(run)
+
+
+async def test_alter_configs_confluent(gateway: Running) -> None:
+    """The non-incremental AlterConfigs of confluent's own test_basic_operations."""
+    servers, topic = bootstrap(gateway), "alter-configs-confluent"
+
+    def run() -> None:
+        admin = AdminClient({"bootstrap.servers": servers})
+        admin.create_topics([NewTopic(topic, num_partitions=1)])[topic].result(15)
+        res = ConfigResource(ConfigResource.Type.TOPIC, topic,
+                             set_config={"file.delete.delay.ms": "12345",
+                                         "compression.type": "snappy"})  # fmt: skip
+        with pytest.warns(DeprecationWarning):  # confluent deprecates it, Kafka still serves it
+            admin.alter_configs([res])[res].result(15)
+        configs = _configs(admin, topic)
+        assert configs["file.delete.delay.ms"] == ("12345", False)
+        assert configs["compression.type"] == ("snappy", False)
 
     await in_thread(run)
 
@@ -119,6 +172,19 @@ async def test_alter_configs_kafka_python(gateway: Running) -> None:
                 got = admin.describe_configs([KpConfigResource(ConfigResourceType.TOPIC, topic)])
                 entry = got["topic"][topic]["retention.ms"]
                 assert (entry["value"], entry["config_source"]) == (value, "DYNAMIC_TOPIC_CONFIG")
+
+            # DescribeConfigs v3 (kafka-python's maximum is v4): each entry's type as Kafka
+            # types it (kafka-python's own suite reads retention.bytes' config_type).
+            every = admin.describe_configs(
+                [KpConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all"
+            )["topic"][topic]
+            types = {name: entry["config_type"] for name, entry in every.items()}
+            assert types["retention.ms"] == types["retention.bytes"] == "LONG", types
+            assert types["segment.bytes"] == types["max.message.bytes"] == "INT", types
+            assert types["cleanup.policy"] == "LIST", types
+            assert types["compression.type"] == types["message.timestamp.type"] == "STRING"
+            assert every["retention.bytes"]["config_source"] == "DEFAULT_CONFIG"
+            assert all(e["documentation"] is None for e in every.values())
         finally:
             admin.close()
 
@@ -259,3 +325,90 @@ async def test_list_groups_states(gateway: Running) -> None:
             member.close()
 
     await in_thread(run)
+
+
+async def test_single_node_replica_apis_kafka_python(gateway: Running) -> None:
+    """ElectLeaders, AlterReplicaLogDirs, Alter/ListPartitionReassignments as a one-broker Kafka
+    answers them (kafka-python's own test_elect_leaders, test_alter_replica_log_dirs,
+    test_alter_partition_reassignments and test_list_partition_reassignments ask this)."""
+    servers, topic = bootstrap(gateway), f"replicas-{uuid.uuid4().hex[:6]}"
+
+    def run() -> None:
+        creator = AdminClient({"bootstrap.servers": servers})
+        creator.create_topics([NewTopic(topic, num_partitions=2)])[topic].result(15)
+        admin = KafkaAdminClient(bootstrap_servers=servers, request_timeout_ms=10000)
+        try:
+            # ElectLeaders v1: nothing to elect on an existing partition; a missing one is unknown
+            out = admin.elect_leaders(0, {topic: [0, 1], "no-such-topic": [0]}, raise_errors=False)
+            got = {(r[0], p[0]): p[1] for r in out.replica_election_results for p in r[1]}
+            assert got == {(topic, 0): ElectionNotNeededError.errno,
+                           (topic, 1): ElectionNotNeededError.errno,
+                           ("no-such-topic", 0): UnknownTopicOrPartitionError.errno}  # fmt: skip
+            assert out.error_code == 0
+
+            # AlterReplicaLogDirs: to the directory DescribeLogDirs reports is a no-op; any other
+            # directory does not exist on this broker.
+            here = admin.describe_log_dirs()[0]["log_dirs"][0]["log_dir"]
+            tpr = TopicPartitionReplica(topic, 0, 1)
+            assert admin.alter_replica_log_dirs({tpr: here}) == {tpr: NoError}
+            assert admin.alter_replica_log_dirs({tpr: "/elsewhere"}) == {tpr: LogDirNotFoundError}
+
+            # AlterPartitionReassignments (flexible v0): only this node can hold the replica.
+            tp, tp1 = KpTopicPartition(topic, 0), KpTopicPartition(topic, 1)
+            assert admin.alter_partition_reassignments({tp: [1], tp1: [1, 2]}) == {
+                tp: None,
+                tp1: InvalidReplicationAssignmentError,
+            }
+            # ListPartitionReassignments (flexible v0): none in progress.
+            assert admin.list_partition_reassignments() == {}
+            assert admin.list_partition_reassignments([tp]) == {}
+        finally:
+            admin.close()
+
+    await in_thread(run)
+
+
+async def test_alter_configs_on_the_iggy_backend(tmp_path: Path) -> None:
+    """An Iggy server keeps only its own topic options and cannot go back to a default: a Kafka
+    setting it would drop, or a DELETE, is INVALID_CONFIG with the reason, never an OK that keeps
+    nothing; what it keeps (retention.ms as its message expiry) still changes."""
+    async with upstream_gateway(tmp_path / "upstream") as upstream:
+        host, port = upstream.address("iggy")
+        config = gateway_config(tmp_path / "unused", **{
+            "backend.url": f"iggy://iggy:iggy@{host}:{port}",
+            "listeners.iggy.enabled": False, "listeners.rog.enabled": False,
+            "listeners.rabbitmq_stream.enabled": False,
+        })  # fmt: skip
+        async with serving(config) as running:
+            servers, topic = bootstrap(running), "alter-on-iggy"
+
+            def run() -> None:
+                admin = AdminClient({"bootstrap.servers": servers})
+                admin.create_topics([NewTopic(topic, num_partitions=1)])[topic].result(15)
+
+                def alter(name: str, value: str | None, op: AlterConfigOpType) -> None:
+                    res = ConfigResource(
+                        ConfigResource.Type.TOPIC, topic,
+                        incremental_configs=[ConfigEntry(name, value, incremental_operation=op)],
+                    )  # fmt: skip
+                    admin.incremental_alter_configs([res])[res].result(15)
+
+                alter("retention.ms", "3600000", AlterConfigOpType.SET)
+                assert _configs(admin, topic)["retention.ms"] == ("3600000", False)
+                for name, value, op, reason in (
+                    ("cleanup.policy", "compact", AlterConfigOpType.SET, "cannot keep"),
+                    ("retention.ms", None, AlterConfigOpType.DELETE, "cannot reset"),
+                ):
+                    try:
+                        alter(name, value, op)
+                    except KafkaException as exc:
+                        error = exc.args[0]
+                        assert error.code() == KafkaError.INVALID_CONFIG, exc
+                        assert reason in error.str(), exc
+                    else:
+                        raise AssertionError(f"{name} {op} was acknowledged")
+                assert "cleanup.policy" not in dict(
+                    (n, v) for n, (v, default) in _configs(admin, topic).items() if not default
+                )
+
+            await in_thread(run)  # bounded: 60 s

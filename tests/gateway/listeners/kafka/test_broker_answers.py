@@ -1,5 +1,6 @@
 """Answers real clients act on (issue 20): ListOffsets by max timestamp (KIP-734), a
-transactional producer's FindCoordinator, the broker's listener configs, a configured node id."""
+transactional producer's FindCoordinator, the broker's listener configs (their sources, types
+and read-only flags), a configured node id."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     OffsetSpec,
 )
 from kafka import KafkaProducer  # type: ignore[import-untyped]
-from kafka.admin import KafkaAdminClient  # type: ignore[import-untyped]
+from kafka.admin import ConfigResource as KpConfigResource  # type: ignore[import-untyped]
+from kafka.admin import ConfigResourceType, KafkaAdminClient
 from kafka.admin import OffsetSpec as KpOffsetSpec
 from kafka.errors import TransactionalIdAuthorizationFailedError  # type: ignore[import-untyped]
 from kafka.structs import TopicPartition as KpTopicPartition  # type: ignore[import-untyped]
@@ -121,6 +123,32 @@ async def test_broker_configs_name_the_listeners(gateway: Running) -> None:
     assert configs["advertised.listeners"] == f"PLAINTEXT://{host}:{port}"
     assert configs["listener.security.protocol.map"] == "PLAINTEXT:PLAINTEXT"
     assert configs["broker.id"] == configs["node.id"] == "1"
+
+
+async def test_broker_configs_sources_and_types_kafka_python(gateway: Running) -> None:
+    """As a Kafka broker without ``advertised.listeners`` in its properties answers (kafka-python's
+    own test_describe_configs_broker_resource_returns_configs): the advertised listeners are a
+    default, broker.id and node.id are read-only, and DescribeConfigs v3 types every entry."""
+    servers = bootstrap(gateway)
+
+    def describe() -> dict[str, dict[str, object]]:
+        admin = KafkaAdminClient(bootstrap_servers=servers, request_timeout_ms=10000)
+        try:
+            res = KpConfigResource(ConfigResourceType.BROKER, 1)
+            out = admin.describe_configs([res], config_filter="all")
+            return out["broker"]["1"]  # type: ignore[no-any-return]
+        finally:
+            admin.close()
+
+    configs = await in_thread(describe)
+    assert configs["advertised.listeners"]["config_source"] == "DEFAULT_CONFIG"
+    assert configs["listeners"]["config_source"] == "STATIC_BROKER_CONFIG"
+    for name in ("broker.id", "node.id"):
+        assert configs[name]["read_only"] is True, name
+        assert configs[name]["config_type"] == "INT", name
+    assert configs["listeners"]["read_only"] is False
+    assert configs["auto.create.topics.enable"]["config_type"] == "BOOLEAN"
+    assert configs["advertised.listeners"]["config_type"] == "STRING"
 
 
 @pytest.fixture

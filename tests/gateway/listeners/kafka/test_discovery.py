@@ -1,4 +1,5 @@
-"""Metadata and FindCoordinator carry the gateway's advertised address, never a backend's."""
+"""Metadata and FindCoordinator carry the gateway's advertised address, never a backend's; the
+broker's DescribeConfigs says where ``advertised.listeners`` came from."""
 
 from __future__ import annotations
 
@@ -63,3 +64,23 @@ async def test_configured_advertised_address(advertised: Running) -> None:
     metadata, coordinator = await _ask(host, port, *_discovery())
     assert [(b.host, b.port) for b in metadata.brokers] == [("kafka.example.internal", 19092)]
     assert (coordinator.host, coordinator.port) == ("kafka.example.internal", 19092)
+
+
+async def test_configured_advertised_listeners_are_static(advertised: Running) -> None:
+    """Configured, ``advertised.listeners`` is STATIC_BROKER_CONFIG (4), as from a Kafka broker's
+    server.properties; unconfigured it is DEFAULT_CONFIG (test_broker_answers). Asked on the wire:
+    a client would follow the advertised address, which resolves nowhere."""
+    host, port = advertised.address("kafka")
+    request = build(
+        load_request_schema(32, 3),
+        {"resources": [{"resource_type": 4, "resource_name": "1",
+                        "configuration_keys": ["advertised.listeners", "broker.id"]}],
+         "include_synonyms": False, "include_documentation": False},
+    )  # fmt: skip
+    (answer,) = await _ask(host, port, request)
+    entries = {c.name: c for c in answer.results[0].configs}
+    listeners = entries["advertised.listeners"]
+    assert listeners.value == "PLAINTEXT://kafka.example.internal:19092"
+    assert (listeners.config_source, listeners.config_type, listeners.read_only) == (4, 2, False)
+    assert (entries["broker.id"].config_type, entries["broker.id"].read_only) == (3, True)
+    assert listeners.documentation is None
