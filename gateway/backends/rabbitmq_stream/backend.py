@@ -265,8 +265,9 @@ class RabbitStreamBackend:
         return ListStreamsResult(streams=tuple([await self.admin.stream_info(n) for n in names]))
 
     async def create_topic(self, cmd: CreateTopic) -> CreateTopicResult:
+        # No tails opened in advance: a tail costs the broker a delivery of every chunk
+        # (rabbitmq_stream_tail), and appends from RabbitMQ Stream clients need none.
         entry = await self.admin.create_topic(cmd)
-        await self.data.warm(entry.partitions)
         return CreateTopicResult(info=await self.admin.info(entry))
 
     async def delete_topic(self, cmd: DeleteTopic) -> DeleteTopicResult:

@@ -31,7 +31,8 @@ import trio
 from gateway.backends.rabbitmq_stream import fetch
 from gateway.backends.rabbitmq_stream.catalog import Catalog, TopicEntry
 from gateway.backends.rabbitmq_stream.catalog_log import CatalogLog
-from gateway.backends.rabbitmq_stream.conn import check
+from gateway.backends.rabbitmq_stream.conn import Connection, check
+from gateway.backends.rabbitmq_stream.cursor import Cursors
 from gateway.backends.rabbitmq_stream.link import Link
 from gateway.backends.rabbitmq_stream.producers import Producers
 from gateway.backends.rabbitmq_stream.publisher import Publisher
@@ -45,7 +46,6 @@ from gateway.model import (
     CommitOffset,
     CorruptMessage,
     FetchOffset,
-    GatewayError,
     InvalidRequest,
     ListOffsets,
     ListOffsetsResult,
@@ -73,7 +73,6 @@ from protocols._wire import RemoteProtocolError
 from protocols.rabbitmq_stream import ResponseCode
 from protocols.rabbitmq_stream.chunk import Entry, SimpleEntry, count_entries, encode_entry
 
-WARM_TAILS: Final = 8  # tails opened when a topic is created
 LOCATE_TIMEOUT_S: Final = 30.0  # confirmed entries to show up at the tail
 MAX_REFERENCE: Final = 255  # tracking ids are uint8-length (osiris, §6)
 
@@ -178,6 +177,7 @@ class Data:
         self.resolve = resolve
         self.max_message_bytes = max_bytes
         self.tails: Kept[Tail] | None = None
+        self.cursors: Cursors | None = None  # reads from further back than the tails hold
         self.publishers: Kept[Publisher] | None = None
         self.producers = Producers(link)  # Kafka idempotent producers' publishing ids
 
@@ -186,7 +186,9 @@ class Data:
             conn = await self.sub_link.connection()
             if self.tails is None or self.tails.conn is not conn:
                 self.tails = kept_tails(conn)
-            return await self.tails.get(stream)
+            tail = await self.tails.get(stream)
+            tail.touch()
+            return tail
 
         return await self.sub_link.retry(once)
 
@@ -203,23 +205,19 @@ class Data:
         return await self.link.retry(once)
 
     def forget(self, names: list[str]) -> None:
-        for kept in (self.tails, self.publishers):
+        for kept in (self.tails, self.publishers, self.cursors):
             if kept is not None:
                 kept.forget(names)
+
+    def _cursors(self, conn: Connection) -> Cursors:
+        if self.cursors is None or self.cursors.conn is not conn:
+            self.cursors = Cursors(conn)
+        return self.cursors
 
     def pulse(self) -> None:
         """Wake every long-poll (the catalog changed: they check their topic again)."""
         for tail in self.tails.items.values() if self.tails is not None else ():
             tail.pulse()
-
-    async def warm(self, streams: list[str]) -> None:
-        """Open the tails of a new topic's first partitions now: its first appends and reads
-        (typically right after) find them ready. Best effort."""
-        try:
-            for stream in streams[:WARM_TAILS]:
-                await self.tail(stream)
-        except GatewayError as exc:
-            log.info("tails not opened in advance", error=exc.message)
 
     async def _target(self, topic: Topic, partition: int) -> tuple[TopicEntry, str]:
         entry = await self.resolve(topic)
@@ -371,8 +369,12 @@ class Data:
             if remaining <= 0:
                 break
             began = trio.current_time()
-            with trio.move_on_after(remaining):
-                await changed.wait()
+            tail.waiters += 1  # wanted meanwhile: it must keep receiving chunks to wake us
+            try:
+                with trio.move_on_after(remaining):
+                    await changed.wait()
+            finally:
+                tail.waiters -= 1
             waited += trio.current_time() - began
             entry, stream = await self._target(cmd.topic, cmd.partition)  # deleted meanwhile?
         batches = batches_of(chunks, cmd.offset, cmd.max_messages, whole=cmd.whole_batches)
@@ -400,10 +402,9 @@ class Data:
         found = tail.covering(pos)
         if found is not None:
             return found, changed
-        found, first = await fetch.read_range(
-            tail.conn, tail.stream, pos, max_bytes=cmd.max_bytes, max_records=cmd.max_messages,
-            until=end,
-        )  # fmt: skip
+        found, first = await self._cursors(tail.conn).read(
+            tail.stream, pos, max_bytes=cmd.max_bytes, max_records=cmd.max_messages, until=end
+        )
         if first > pos:  # retention dropped it since the floor was set
             raise OffsetOutOfRange(
                 f"offset {pos} of {tail.stream!r} is gone (the stream starts at {first})",

@@ -1,5 +1,6 @@
-"""Short-lived subscriptions: reading a range of a RabbitMQ stream, and what 3.10 has no request
-for (rabbitmq-stream.md §10): a stream's first and next offsets, and offsets by timestamp.
+"""Short-lived subscriptions for what 3.10 has no request for (rabbitmq-stream.md §10): a
+stream's first and next offsets, and offsets by timestamp (reads of a range:
+``rabbitmq_stream_cursor``).
 
 A ``Scan`` subscribes at an offset specification with some credit, then sends the barrier (see
 ``rabbitmq_stream_tail``): the chunks that came before its answer are what the credit allowed of
@@ -124,28 +125,6 @@ def at(offset: int) -> rs.OffsetSpec:
     return rs.OffsetSpec.offset(offset)
 
 
-async def read_range(
-    conn: Connection, stream: str, offset: int, *, max_bytes: int, max_records: int, until: int
-) -> tuple[list[Stored], int]:
-    """(user chunks from the one holding ``offset`` until ``max_bytes``/``max_records`` are
-    reached, or offset ``until``, or the end of the stream; the id of the first chunk of any
-    type, which is above ``offset`` when retention dropped it; -1 when none came)."""
-    out: list[Stored] = []
-    size = records = 0
-    async with scanning(conn, stream, at(offset), all_chunks=True) as scan:
-        while True:
-            for stored in scan.take():
-                if stored.end <= offset:
-                    continue
-                out.append(stored)
-                size += len(stored.body)
-                records += stored.end - max(offset, stored.chunk_id)
-            done = size >= max_bytes or records >= max_records
-            if done or scan.exhausted or scan.collector.end >= until:
-                return out, scan.collector.first
-            await scan.more()
-
-
 @dataclass(frozen=True, slots=True)
 class Bounds:
     start: int  # the first offset kept (retention may move it)
@@ -221,6 +200,5 @@ __all__ = [
     "find_timestamp",
     "max_timestamp",
     "probe",
-    "read_range",
     "scanning",
 ]

@@ -57,6 +57,9 @@ class Kept(Generic[K]):
             async with opening:
                 found = self.items.get(stream)
                 if found is None or not found.usable:
+                    if found is not None:  # e.g. a stale tail: its subscription is let go
+                        del self.items[stream]
+                        found.drop(BackendUnavailable(f"{stream!r} is reopened"))
                     for name, old in list(self.items.items()):
                         if len(self.items) < self._limit:
                             break

@@ -20,12 +20,21 @@ rabbitmq-stream.md §10):
   entries of other writers (RabbitMQ stores entries exactly as published, §6). Exact as long as
   no other writer sends byte-identical entries at the same moment; a batch that another writer
   interleaves with reports the offset of its first entry.
+
+A tail costs RabbitMQ a delivery of every chunk written to its stream (a read of the segment, a
+Deliver, a Credit back): measured behind the gateway, a tail on a stream that only RabbitMQ
+Stream clients publish to (their appends need no offsets) roughly doubled the broker's CPU per
+message. So a tail only asks for chunks while it is wanted: in use (``users``: an append it
+locates, a read, a long-poll), or used in the last ``TAIL_IDLE_S``. An unwanted tail gets no
+more credit; once it has none left its ``end`` may be behind, so it is ``stale``: no longer
+``usable``, and the next use opens a fresh one at LAST (one Subscribe and a barrier).
 """
 
 from __future__ import annotations
 
 import contextlib
 import struct
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Final
@@ -49,7 +58,9 @@ from protocols.rabbitmq_stream.chunk import (
 
 log = structlog.get_logger("streamgate.backend.rabbitmq_stream")
 
-TAIL_CREDIT: Final = 16  # chunks in flight to a tail; topped up one per chunk
+TAIL_CREDIT: Final = 16  # chunks in flight to a tail; topped up one per chunk while wanted
+# A tail nobody used for this long stops asking for chunks (see ``Tail.deliver``).
+TAIL_IDLE_S: Final = 5.0
 CACHE_BYTES: Final = 1 << 20  # recent user chunks kept per tail
 BARRIER_REFERENCE: Final = "__streamgate_barrier"  # a QueryOffset nobody stores under
 ALL_CHUNKS: Final = (("chunk_selector", "all"),)
@@ -141,6 +152,10 @@ class Tail:
         self.error: GatewayError | None = None
         self.changed = trio.Event()
         self.users = 0  # reads and appends using it now (not evicted meanwhile)
+        self.waiters = 0  # long-polls waiting on ``changed`` (may be evicted: they wake)
+        self.credit = TAIL_CREDIT  # chunks RabbitMQ may still send without our Credit
+        self.stale = False  # out of credit while unwanted: ``end`` may be behind
+        self.used_at = time.monotonic()  # real time, as every bound on the broker
         self._expected: deque[Expectation] = deque()
 
     @classmethod
@@ -168,11 +183,24 @@ class Tail:
 
     @property
     def usable(self) -> bool:
-        return self.error is None and self.conn.alive
+        return self.error is None and not self.stale and self.conn.alive
 
     @property
     def idle(self) -> bool:
         return not self.users and not self._expected
+
+    @property
+    def wanted(self) -> bool:
+        return bool(self.users or self.waiters or self._expected) or (
+            time.monotonic() - self.used_at < TAIL_IDLE_S
+        )
+
+    def touch(self) -> None:
+        """About to be used (by a usable tail's user): asks for chunks again if it stopped."""
+        self.used_at = time.monotonic()
+        if self.credit < TAIL_CREDIT and not self.stale and self.error is None:
+            grant, self.credit = TAIL_CREDIT - self.credit, TAIL_CREDIT
+            self.conn.outbox.credit(self.sid, grant)
 
     def drop(self, why: GatewayError) -> None:
         self.conn.remove_subscriber(self.sid)
@@ -257,7 +285,12 @@ class Tail:
             log.error("corrupt chunk from RabbitMQ", stream=self.stream, error=str(exc))
             self.conn.close()
             return
-        self.conn.outbox.credit(self.sid, 1)
+        self.credit -= 1
+        if self.wanted:
+            self.credit += 1
+            self.conn.outbox.credit(self.sid, 1)
+        elif self.credit <= 0:
+            self.stale = True  # RabbitMQ may hold more chunks: ``end`` can no longer be trusted
         self.end = max(self.end, end)
         if stored is not None:
             self.chunks.append(stored)

@@ -125,3 +125,19 @@ def publish_item(publishing_id: int, entry: Entry) -> PublishedMessage | Publish
                              record_count=entry.record_count,
                              uncompressed_length=entry.uncompressed_length,
                              data=entry.data)  # fmt: skip
+
+
+def test_publish_frames_with_given_ids_across_frames() -> None:
+    """A deduplicating publisher's own ids go with their entries, whatever frame each lands in;
+    ids and entries must pair up one to one."""
+    entries = [SimpleEntry(b"e%d" % i) for i in range(7)]
+    stored = b"".join(encode_entry(e) for e in entries)
+    ids = [3, 9, 10, 11, 40, 41, 1000]
+    frames, count, largest = publish_frames(2, 1, stored, 13 + 3 * (8 + 4 + 2), ids)
+    decoded = [decode_one(frame) for frame in frames]
+    assert len(frames) == 3 and (count, largest) == (7, 6)
+    items = [m for f in decoded if isinstance(f, Publish) for m in f.messages]
+    assert items == [publish_item(i, e) for i, e in zip(ids, entries, strict=True)]
+    for wrong in (ids[:-1], [*ids, 1001], [-1, *ids[1:]]):
+        with pytest.raises(LocalProtocolError):
+            publish_frames(2, 1, stored, 1 << 20, wrong)
