@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import trio
-from confluent_kafka import KafkaError, Message, Producer
 from kio.index import load_request_schema
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -33,7 +32,7 @@ from protocols.kafka.versions import advertised
 from tests.abuse.corpus import Case, Target, iggy_commands, mutate, valid_frames
 from tests.helpers.gateways import Gateway
 from tests.helpers.iggy_wire import IggyWire, login_command
-from tests.helpers.producers import Acked
+from tests.helpers.producers import Acked, kafka_producer
 from tests.helpers.rabbitmq_stream_wire import RabbitWire
 
 # --- settings ------------------------------------------------------------------------------------
@@ -141,42 +140,11 @@ def metric_samples(gw: Gateway, name: str) -> dict[tuple[str, ...], float]:
 
 
 def kafka_canary(bootstrap: str, stop: threading.Event, acked: Acked) -> None:
-    """confluent-kafka with SASL PLAIN (acks=all) producing to ``canary`` partition 0 until
-    ``stop``; the first failed delivery ends it (what tests/helpers/producers.py does, logged
-    in)."""
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "linger.ms": 2,
-            "message.timeout.ms": 5000,
-            "reconnect.backoff.ms": 100,
-            "reconnect.backoff.max.ms": 500,
-            **SASL,
-        }
-    )
-    pending = 0
-    failed = threading.Event()
-
-    def delivered(error: KafkaError | None, message: Message) -> None:
-        nonlocal pending
-        pending -= 1
-        if error is not None:
-            acked.failure = acked.failure or str(error)
-            failed.set()
-            return
-        acked.add(message.value() or b"")
-
-    sent = 0
-    while not stop.is_set() and not failed.is_set():
-        if pending >= 50:
-            producer.poll(0.01)
-            continue
-        producer.produce("canary", value=b"c%d" % sent, partition=0, on_delivery=delivered)
-        pending += 1
-        sent += 1
-        producer.poll(0.001)
-    producer.flush(10)
+    """confluent-kafka logged in with SASL PLAIN producing ``c0``, ``c1``... to ``canary``
+    partition 0 until ``stop`` (tests/helpers/producers.py's producer); the first failed
+    delivery ends it."""
+    config: dict[str, str | int] = {**SASL, "message.timeout.ms": 5000}
+    kafka_producer(bootstrap, "canary", stop, acked, prefix=b"c", config=config)
 
 
 # --- logging in on a raw connection --------------------------------------------------------------

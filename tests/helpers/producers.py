@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from apache_iggy import IggyClient, Partitioning, SendMessage, TcpConfig, TcpReconnectionConfig
@@ -48,9 +49,18 @@ class Acked:
             return len(self.values)
 
 
-def kafka_producer(bootstrap: str, topic: str, stop: threading.Event, acked: Acked) -> None:
-    """Produce ``k0``, ``k1``... to partition 0 with acks=all until ``stop``; a failed delivery
-    ends it. Undelivered messages time out after 3 s, so the final flush ends."""
+def kafka_producer(
+    bootstrap: str,
+    topic: str,
+    stop: threading.Event,
+    acked: Acked,
+    *,
+    prefix: bytes = b"k",
+    config: Mapping[str, str | int] | None = None,
+) -> None:
+    """Produce ``k0``, ``k1``... (``prefix``) to partition 0 with acks=all until ``stop``; a
+    failed delivery ends it. Undelivered messages time out after 3 s, so the final flush ends.
+    ``config`` adds to (or overrides) the producer's settings: SASL, timeouts."""
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -59,6 +69,7 @@ def kafka_producer(bootstrap: str, topic: str, stop: threading.Event, acked: Ack
             "message.timeout.ms": 3000,
             "reconnect.backoff.ms": 100,
             "reconnect.backoff.max.ms": 500,
+            **(config or {}),
         }
     )
     pending = 0
@@ -80,7 +91,7 @@ def kafka_producer(bootstrap: str, topic: str, stop: threading.Event, acked: Ack
         if pending >= KAFKA_WINDOW:
             producer.poll(0.01)  # serves delivery reports; returns at the first one
             continue
-        producer.produce(topic, value=b"k%d" % sent, partition=0, on_delivery=delivered)
+        producer.produce(topic, value=prefix + b"%d" % sent, partition=0, on_delivery=delivered)
         pending += 1
         sent += 1
         producer.poll(0)

@@ -37,6 +37,7 @@ from protocols.kafka.framing import (
 )
 from protocols.kafka.versions import ADVERTISED, REFUSED, SASL_KEYS, ApiKey, advertised
 from tests.helpers.feeding import drain, feed_three_ways
+from tests.protocols.kafka.feeds import SERVE_ALL, ClientFeed, ServerFeed
 
 VECTORS = Path(__file__).resolve().parents[2] / "vectors" / "kafka"
 FRAMES = VECTORS / "frames"
@@ -44,7 +45,6 @@ FILES = sorted(p.name for p in FRAMES.glob("*.jsonl"))
 
 # A broker serving every version of every key (the refusal rules still apply: Produce v0-v2 and
 # ApiVersions above the range), so that every captured request decodes.
-SERVE_ALL: Mapping[int, tuple[int, int]] = {key: (0, 20) for key in range(100)}
 
 
 # --- the captured frames ------------------------------------------------------------------------
@@ -246,48 +246,6 @@ def test_every_captured_line_is_accounted_for() -> None:
 
 
 # --- feeding: whole, byte by byte, with trailing bytes; split at every byte ---------------------
-
-
-class ServerFeed:
-    """KafkaServerCodec in the shape tests/helpers/feeding.py drives."""
-
-    def __init__(self, versions: Mapping[int, tuple[int, int]] = SERVE_ALL) -> None:
-        self.codec = KafkaServerCodec(versions)
-
-    def receive_data(self, data: bytes, /) -> None:
-        self.codec.receive_data(data)
-
-    def receive_eof(self) -> None:
-        self.codec.receive_eof()
-
-    def next_frame(self) -> object:
-        return self.codec.next_request()
-
-    @property
-    def trailing_data(self) -> bytes:
-        return self.codec.trailing_data
-
-
-class ClientFeed:
-    """KafkaClientCodec that already sent ``requests`` (so it knows what answers to expect)."""
-
-    def __init__(self, requests: list[KafkaRequest]) -> None:
-        self.codec = KafkaClientCodec(None)
-        for req in requests:
-            self.codec.send(req.body, correlation_id=req.correlation_id)
-
-    def receive_data(self, data: bytes, /) -> None:
-        self.codec.receive_data(data)
-
-    def receive_eof(self) -> None:
-        self.codec.receive_eof()
-
-    def next_frame(self) -> object:
-        return self.codec.next_response()
-
-    @property
-    def trailing_data(self) -> bytes:
-        return self.codec.trailing_data
 
 
 def _decoded_requests(frames: list[Captured]) -> list[KafkaRequest]:

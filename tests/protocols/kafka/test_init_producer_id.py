@@ -24,6 +24,7 @@ from protocols.kafka.framing import (
 )
 from protocols.kafka.versions import ADVERTISED, ApiKey
 from tests.helpers.feeding import feed_three_ways
+from tests.protocols.kafka.feeds import ClientFeed, ServerFeed
 
 KEY = ApiKey.INIT_PRODUCER_ID
 STOP = (CONNECTION_CLOSED,)
@@ -45,47 +46,12 @@ RESPONSE_V4 = (
 )  # fmt: skip
 
 
-class _Server:
-    def __init__(self) -> None:
-        self.codec = KafkaServerCodec(ADVERTISED)
-
-    def receive_data(self, data: bytes, /) -> None:
-        self.codec.receive_data(data)
-
-    def receive_eof(self) -> None:
-        self.codec.receive_eof()
-
-    def next_frame(self) -> object:
-        return self.codec.next_request()
-
-    @property
-    def trailing_data(self) -> bytes:
-        return self.codec.trailing_data
-
-
-class _Client:
-    def __init__(self, version: int) -> None:
-        self.codec = KafkaClientCodec("t")
-        body = build(load_request_schema(KEY, version), REQUEST)
-        self.codec.send(body, correlation_id=7)
-
-    def receive_data(self, data: bytes, /) -> None:
-        self.codec.receive_data(data)
-
-    def receive_eof(self) -> None:
-        self.codec.receive_eof()
-
-    def next_frame(self) -> object:
-        return self.codec.next_response()
-
-    @property
-    def trailing_data(self) -> bytes:
-        return self.codec.trailing_data
+def _body(version: int) -> Any:
+    return build(load_request_schema(KEY, version), REQUEST)
 
 
 def _request_bytes(version: int) -> bytes:
-    body = build(load_request_schema(KEY, version), REQUEST)
-    return KafkaClientCodec("t").send(body, correlation_id=7)[1]
+    return KafkaClientCodec("t").send(_body(version), correlation_id=7)[1]
 
 
 def test_all_five_versions_are_served() -> None:
@@ -94,7 +60,7 @@ def test_all_five_versions_are_served() -> None:
 
 @pytest.mark.parametrize("version", range(5))
 def test_request_round_trip(version: int) -> None:
-    [req] = feed_three_ways(_Server, _request_bytes(version), eof=True, stop_at=STOP)
+    [req] = feed_three_ways(ServerFeed, _request_bytes(version), eof=True, stop_at=STOP)
     assert isinstance(req, KafkaRequest)
     assert (req.api_key, req.api_version, req.correlation_id) == (KEY, version, 7)
     assert req.client_id == "t" and req.body.transactional_id is None
@@ -109,12 +75,15 @@ def test_request_round_trip(version: int) -> None:
 
 @pytest.mark.parametrize("version", range(5))
 def test_response_round_trip(version: int) -> None:
-    [req] = feed_three_ways(_Server, _request_bytes(version), eof=True, stop_at=STOP)
+    [req] = feed_three_ways(ServerFeed, _request_bytes(version), eof=True, stop_at=STOP)
     assert isinstance(req, KafkaRequest)
     body = build(load_response_schema(KEY, version), RESPONSE)
     frame = KafkaServerCodec(ADVERTISED).send(req, body)
     [answer] = feed_three_ways(
-        lambda: _Client(version), frame, eof=True, stop_at=(CONNECTION_CLOSED,)
+        lambda: ClientFeed([(_body(version), 7)], client_id="t"),
+        frame,
+        eof=True,
+        stop_at=(CONNECTION_CLOSED,),
     )
     assert isinstance(answer, KafkaResponse)
     assert answer.correlation_id == 7 and answer.body == body
