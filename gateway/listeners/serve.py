@@ -228,7 +228,9 @@ class _Server:
 
     def _fail(self, conn: Connection, reason: str, eg: BaseExceptionGroup[BaseException]) -> None:
         self._errors[reason].inc()
-        exc = eg.exceptions[0]
+        exc: BaseException = eg
+        while isinstance(exc, BaseExceptionGroup):  # a handler's own nursery nests one more
+            exc = exc.exceptions[0]
         conn.log.info("connection closed", reason=reason, error=str(exc))
 
 

@@ -13,7 +13,7 @@ import trio.testing
 from prometheus_client import CollectorRegistry
 from structlog.testing import capture_logs
 
-from gateway.listeners.connection import Connection, Drain, Limits
+from gateway.listeners.connection import Connection, Drain, IdleTimeout, Limits
 from gateway.listeners.fd_guard import FdGuard, serve_listeners_quietly
 from gateway.listeners.serve import _Server
 from gateway.metrics import Metrics
@@ -144,3 +144,25 @@ async def test_the_admin_port_backs_off_without_a_reserve(
     assert handled == listener.accepted  # served although its number is "in the reserve"
     assert handled[0].socket.fileno() == -1  # and closed after
     assert len([e for e in logs if e["event"].startswith("file descriptors")]) == 1
+
+
+async def test_a_closed_connection_logs_the_cause_inside_a_handlers_nursery() -> None:
+    """A handler that runs its own nursery (RabbitMQ Stream, Iggy) raises the cause one group
+    deeper: the log line names the cause, not "Exceptions from Trio nursery"."""
+
+    async def handler(conn: Connection) -> None:
+        async def idle() -> None:
+            await trio.lowlevel.checkpoint()
+            raise IdleTimeout("no request for 1 s")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(idle)
+
+    metrics = Metrics(CollectorRegistry(), backend="embedded")
+    server = _Server("rabbitmq_stream", handler, metrics, Limits(), Drain())
+    a, b = trio.socket.socketpair()
+    with capture_logs() as logs, trio.fail_after(5):
+        await server.session(trio.SocketStream(a))
+    b.close()
+    closed = [e for e in logs if e["event"] == "connection closed" and "reason" in e]
+    assert [(e["reason"], e["error"]) for e in closed] == [("idle_timeout", "no request for 1 s")]
