@@ -138,6 +138,8 @@ class Capabilities:
     publisher_dedup: bool = False
     streams: bool = True  # namespaces; False: only the default stream
     max_message_bytes: int = 64 << 20
+    # The segment size a topic gets when it names none (None: the broker's own, unknown here).
+    segment_bytes: int | None = None
     # Wire formats the backend stores as-is (batches in them are never decoded on append).
     wire_formats: frozenset[WireFormat] = field(default_factory=frozenset)
 

@@ -132,6 +132,7 @@ class EmbeddedBackend:
             idempotent_producers=True,
             streams=True,
             max_message_bytes=defaults.max_message_bytes,
+            segment_bytes=defaults.segment_bytes,
             wire_formats=frozenset(STORED_FORMATS.values()),
         )
 

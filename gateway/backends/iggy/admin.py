@@ -203,7 +203,7 @@ async def update_topic(pool: Pool, cmd: UpdateTopic) -> TopicInfo:
         stream_id=cmd.topic.stream,
         topic_id=cmd.topic.name,
         name=new_name,
-        options=topic_options(cmd.config, info.partition_count),
+        options=topic_options(cmd.config, info.partition_count, create=False),
     )
     await request(pool, update)
     return await describe(pool, Topic(cmd.topic.stream, new_name))

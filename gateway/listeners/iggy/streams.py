@@ -134,7 +134,7 @@ async def create_topic(s: Session, cmd: f.CreateTopic) -> f.TopicDetails:
         raise InvalidPartitions("partitions count must not be negative")
     _check_total(cmd.partitions_count)
     config = tt.topic_config(options, partitions=max(1, cmd.partitions_count))
-    tt.check_topic_size(config)
+    tt.check_topic_size(config, s.router.backend.capabilities.segment_bytes)
     s.catalog.invalidate()
     result = await s.router.execute(
         CreateTopic(
@@ -185,7 +185,7 @@ async def update_topic(s: Session, cmd: f.UpdateTopic) -> None:
         tt.check_updatable(options)
     info = found.topic
     config = tt.topic_config(options, partitions=info.partition_count, base=info.config)
-    tt.check_topic_size(config)
+    tt.check_topic_size(config, info.config.segment_bytes or info.defaults.segment_bytes)
     s.catalog.invalidate()
     new_name = cmd.name if cmd.name != info.topic.name else None
     await s.router.execute(UpdateTopic(topic=info.topic, config=config, new_name=new_name), s.ctx)

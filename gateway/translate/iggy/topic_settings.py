@@ -157,11 +157,12 @@ def max_topic_size(config: TopicConfig, partitions: int) -> int:
     return U64_MAX if config.retention_bytes < 0 else config.retention_bytes * partitions
 
 
-def check_topic_size(config: TopicConfig) -> None:
+def check_topic_size(config: TopicConfig, default_segment: int | None = None) -> None:
     """A real server refuses a max topic size below the segment size with InvalidTopicSize
-    (1019). Checked against a segment size the topic was given; the gateway does not know the
-    backend's default segment size before the topic exists."""
-    size, segment = config.extra.get("max_topic_size", ""), config.segment_bytes
+    (1019): the segment size the topic was given, else the one it gets (the server's default,
+    1 GiB; here the backend's, ``default_segment``, when the backend says it)."""
+    size = config.extra.get("max_topic_size", "")
+    segment = config.segment_bytes or default_segment
     if size.isdigit() and int(size) not in (0, U64_MAX) and segment and int(size) < segment:
         raise IggyStatus(
             Status.INVALID_TOPIC_SIZE,
@@ -200,10 +201,15 @@ def compression(config: TopicConfig) -> wire.CompressionAlgorithm:
 # --- the client role: requests and answers --------------------------------------------------------
 
 
-def topic_options(config: TopicConfig, partitions: int) -> tuple[IggyHeader, ...]:
+def topic_options(
+    config: TopicConfig, partitions: int, *, create: bool = True
+) -> tuple[IggyHeader, ...]:
     """A canonical config as the options of CreateTopic/UpdateTopic (§5.4). Both are patches
     (None = the default, or unchanged), so only what is set is sent, and only keys an Iggy
-    server knows (it refuses others with 4041)."""
+    server knows (it refuses others with 4041). A server refuses a max topic size below the
+    segment size (1019, against its 1 GiB default when none is given): a topic created with a
+    size cap and no segment size gets segments of a quarter of the cap (at least 1 MiB, at
+    most 1 GiB, a multiple of 512 bytes), so retention deletes a part of it at a time."""
     options = {k: v for k, v in config.extra.items() if k in OPTION_KINDS}
     expiry, size = message_expiry(config), max_topic_size(config, partitions)
     if expiry:
@@ -214,6 +220,8 @@ def topic_options(config: TopicConfig, partitions: int) -> tuple[IggyHeader, ...
         options["compression_algorithm"] = config.compression
     if config.segment_bytes:
         options["segment_size"] = str(config.segment_bytes)
+    elif create and size not in (0, U64_MAX) and "segment_size" not in options:
+        options["segment_size"] = str(min(max(size // 4 // 512 * 512, 1 << 20), 1 << 30))
     return options_tlv(options)
 
 

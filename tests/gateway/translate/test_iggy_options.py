@@ -80,7 +80,12 @@ def test_max_topic_size_below_the_segment_size_is_1019() -> None:
     for fine in ({"segment_size": "1 MB", "max_topic_size": "10 MB"},
                  {"segment_size": "10 MB", "max_topic_size": "unlimited"},
                  {"max_topic_size": "1 MB"}):  # fmt: skip
-        tt.check_topic_size(tt.topic_config(fine, partitions=1))
+        tt.check_topic_size(tt.topic_config(fine, partitions=1))  # the backend's size unknown
+    # Without one given, the segment size the backend gives a topic.
+    unsized = tt.topic_config({"max_topic_size": "1 MB"}, partitions=1)
+    with pytest.raises(IggyStatus):
+        tt.check_topic_size(unsized, default_segment=64 << 20)
+    tt.check_topic_size(unsized, default_segment=512 << 10)
 
 
 def test_stream_and_user_options_are_refused_by_key() -> None:

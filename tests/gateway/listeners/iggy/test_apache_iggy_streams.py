@@ -92,7 +92,7 @@ async def test_topic_options_round_trip(gateway: Running) -> None:
         await client.create_topic(
             "s", "tuned", 3, compression_algorithm="gzip",
             message_expiry=IggyExpiry.ExpireDuration(HOUR),
-            max_topic_size=MaxTopicSize.Custom(10_000_000),
+            max_topic_size=MaxTopicSize.Custom(10_000_000), segment_size=1_000_000,
             durability=Durability.PERSISTED,
         )  # fmt: skip
         await client.create_topic("s", "plain", 1)
@@ -136,7 +136,7 @@ async def test_update_purge_and_delete_topic(gateway: Running) -> None:
         client = await with_stream(clients)
         await client.create_topic(
             "s", "events", 2, message_expiry=IggyExpiry.ExpireDuration(HOUR),
-            max_topic_size=MaxTopicSize.Custom(5_000_000),
+            max_topic_size=MaxTopicSize.Custom(5_000_000), segment_size=1_000_000,
         )  # fmt: skip
         await client.update_topic(
             "s", "events", "events-v2", message_expiry=IggyExpiry.ExpireDuration(2 * HOUR)

@@ -212,6 +212,16 @@ async def test_a_max_topic_size_below_the_segment_size_is_invalid_topic_size(
         topic = await client.get_topic("s", "sized")
         assert topic is not None and isinstance(topic.max_topic_size, MaxTopicSize.Custom)
         assert topic.max_topic_size.bytes == 5_000_000
+        # Without a segment size the topic gets the store's (64 MiB here; the server's 1 GiB):
+        # a max size below it is refused too, on create and on update.
+        with pytest.raises(RuntimeError, match="cannot be lower than segment size"):
+            await client.create_topic("s", "tiny", 1, max_topic_size=MaxTopicSize.Custom(4563))
+        assert await client.get_topic("s", "tiny") is None
+        await client.create_topic("s", "plain", 1)
+        with pytest.raises(RuntimeError, match="cannot be lower than segment size"):
+            await client.update_topic(
+                "s", "plain", "plain", max_topic_size=MaxTopicSize.Custom(1_000_000)
+            )
 
     await run_iggy(gateway, scenario)
 
