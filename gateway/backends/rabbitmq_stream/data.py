@@ -43,6 +43,7 @@ from gateway.backends.rabbitmq_stream.tail import Stored, Tail
 from gateway.model import (
     Append,
     AppendResult,
+    BackendUnavailable,
     CommitOffset,
     CorruptMessage,
     FetchOffset,
@@ -347,7 +348,13 @@ class Data:
         size = records = 0
         pos = cmd.offset
         while True:
-            tail = await self.tail(stream)
+            try:
+                tail = await self.tail(stream)
+            except BackendUnavailable:
+                # RabbitMQ closes a connection that subscribes to a stream it is deleting: once
+                # the link has reconnected, ask again (a deleted topic answers UnknownTopic).
+                entry, stream = await self._target(cmd.topic, cmd.partition)
+                tail = await self.tail(stream)
             tail.users += 1
             try:
                 found, changed = await self._gather(tail, pos, floor, cmd)
