@@ -22,6 +22,7 @@ from gateway.coordination import UserStore
 from gateway.model import (
     Append,
     Authenticate,
+    AwaitData,
     ClusterForbidden,
     Command,
     CommitOffset,
@@ -207,6 +208,9 @@ class Authorizer:
                 await self._topic(user, cmd.topic, ("send_messages",), "send to")
             case Read() | CommitOffset() | FetchOffset() | DeleteOffset():
                 await self._topic(user, cmd.topic, ("poll_messages",), "read from")
+            case AwaitData():
+                for topic in dict.fromkeys(t for t, _, _ in cmd.targets):
+                    await self._topic(user, topic, ("poll_messages",), "read from")
             case ListOffsets() | DescribeTopic():
                 await self._topic(user, cmd.topic, _DESCRIBE, "describe")
             case (

@@ -6,6 +6,7 @@ every command is measured the same way and failures are always ``GatewayError``s
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -19,6 +20,7 @@ from gateway.access_log import AccessLog, Client, Line, batch_bytes
 from gateway.authorization import Authorizer
 from gateway.backends import (
     Backend,
+    DataWaits,
     NativeGroupDeletion,
     NativeGroups,
     NativeProducerIds,
@@ -32,6 +34,8 @@ from gateway.model import (
     Append,
     AppendResult,
     Authenticate,
+    AwaitData,
+    AwaitDataResult,
     Command,
     CommitOffset,
     CommitOffsetResult,
@@ -200,6 +204,9 @@ class Router:
             _bind(t, DeleteRecords, backend.delete_records)
         _bind(t, Append, backend.append)
         _bind(t, Read, backend.read)
+        _bind(
+            t, AwaitData, backend.await_data if isinstance(backend, DataWaits) else self._await_data
+        )
         _bind(t, ListOffsets, backend.list_offsets)
         _bind(t, CommitOffset, backend.commit_offset)
         _bind(t, FetchOffset, backend.fetch_offset)
@@ -255,6 +262,26 @@ class Router:
         # the new epoch on its batches.
         await trio.lowlevel.checkpoint()
         return InitProducerResult(producer_id=self._producer_ids.allocate(), producer_epoch=0)
+
+    async def _await_data(self, cmd: AwaitData) -> AwaitDataResult:
+        # A Read per partition that waits for one message and reads none; the first to return
+        # (data, a deadline, an error such as a deleted topic) ends them all.
+        read = self.backend.read
+        waited = [0.0]  # as the read that ended it measured its wait
+
+        async def one(topic: Topic, partition: int, offset: int, stop: trio.CancelScope) -> None:
+            with contextlib.suppress(GatewayError):
+                result = await read(
+                    Read(topic=topic, partition=partition, offset=offset,
+                         max_wait_ms=cmd.max_wait_ms, max_bytes=1, max_messages=0)
+                )  # fmt: skip
+                waited.append(result.waited_s)
+            stop.cancel()
+
+        async with trio.open_nursery() as nursery:
+            for topic, partition, offset in cmd.targets:
+                nursery.start_soon(one, topic, partition, offset, nursery.cancel_scope)
+        return AwaitDataResult(waited_s=max(waited))
 
     async def _commit_offset(self, cmd: CommitOffset) -> CommitOffsetResult:
         # A commit from a group member must come from the current generation (Kafka's
@@ -375,15 +402,16 @@ class Router:
         if self.authorizer is not None and isinstance(cmd, _RENAMING):
             self.authorizer.invalidate()  # names and ids changed: resolve afresh
         waited: float | None = None
-        if isinstance(result, ReadResult):
+        if isinstance(result, (ReadResult, AwaitDataResult)):
             waited = result.waited_s
             if waited:
                 m.child(m.long_poll_wait, ctx.protocol, m.backend).observe(waited)
                 ctx.waited_s += waited
                 elapsed = max(0.0, elapsed - waited)
-            m.child(m.messages_out, ctx.protocol).inc(result.count)
-            if m.topics and isinstance(cmd, Read) and m.topics(cmd.topic):
-                self._topic_out(cmd.topic, result)
+            if isinstance(result, ReadResult):
+                m.child(m.messages_out, ctx.protocol).inc(result.count)
+                if m.topics and isinstance(cmd, Read) and m.topics(cmd.topic):
+                    self._topic_out(cmd.topic, result)
         elif isinstance(result, AppendResult) and not result.duplicate:
             m.child(m.messages_in, ctx.protocol).inc(result.count)
             if m.topics and isinstance(cmd, Append) and m.topics(cmd.topic):

@@ -20,6 +20,8 @@ import trio
 from gateway.model import (
     Append,
     AppendResult,
+    AwaitData,
+    AwaitDataResult,
     CommitOffset,
     CommitOffsetResult,
     CreatePartitions,
@@ -191,6 +193,14 @@ class NativeGroups(Protocol):
     async def leave_group(self, cmd: LeaveGroup) -> LeaveGroupResult: ...
     async def describe_group(self, cmd: DescribeGroup) -> DescribeGroupResult: ...
     async def list_groups(self, cmd: ListGroups) -> ListGroupsResult: ...
+
+
+@runtime_checkable
+class DataWaits(Protocol):
+    """A backend that long-polls many partitions with one waiter (``AwaitData``, a Kafka Fetch
+    over thousands of partitions); for the others the router waits with a Read per partition."""
+
+    async def await_data(self, cmd: AwaitData) -> AwaitDataResult: ...
 
 
 @runtime_checkable

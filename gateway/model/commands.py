@@ -208,6 +208,18 @@ class Read(Command[r.ReadResult]):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AwaitData(Command[r.AwaitDataResult]):
+    """Wait up to ``max_wait_ms`` until any of ``targets`` (topic, partition, offset) has a
+    message at or past its offset, or is gone or out of range: one long poll over many
+    partitions (a Kafka Fetch), where a Read per partition would be a waiter per partition.
+    Nothing is read; the caller reads again, and the read reports any error."""
+
+    name: ClassVar[str] = "await_data"
+    targets: tuple[tuple[Topic, int, int], ...]
+    max_wait_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ListOffsets(Command[r.ListOffsetsResult]):
     name: ClassVar[str] = "list_offsets"
     topic: Topic
@@ -343,6 +355,7 @@ __all__ = [
     "COMMAND_NAMES",
     "Append",
     "Authenticate",
+    "AwaitData",
     "Command",
     "CommitOffset",
     "CreatePartitions",

@@ -141,6 +141,11 @@ class ReadResult:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AwaitDataResult:
+    waited_s: float = 0.0  # time spent long-polling (kept out of the work latency metric)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ListOffsetsResult:
     offset: int | None  # None: no message at or after the timestamp
     timestamp_us: int = -1
@@ -257,6 +262,7 @@ class StatsResult:
 __all__ = [
     "AppendResult",
     "AuthenticateResult",
+    "AwaitDataResult",
     "CommitOffsetResult",
     "CreatePartitionsResult",
     "CreateStreamResult",

@@ -24,6 +24,7 @@ from gateway.model import (
     Append,
     AppendResult,
     Authenticate,
+    AwaitData,
     BackendUnavailable,
     Command,
     CommitOffset,
@@ -80,6 +81,7 @@ BROKER_ONLY: list[Command[Any]] = [
 # What only some backends implement (a Protocol of their own, backends.base).
 OPTIONAL: list[Command[Any]] = [
     DeleteRecords(topic=Topic("s", "t"), partition=0, offset=-1),
+    AwaitData(targets=((Topic("s", "t"), 0, 0),), max_wait_ms=0),  # the router's own otherwise
 ]
 GROUP_COMMANDS = [c for c in NOT_BACKEND if not isinstance(c, Authenticate | InitProducer)]
 
@@ -127,7 +129,9 @@ async def test_without_coordinator_and_users_only_backend_commands_run(tmp_path:
     r, registry = router(backend, groups=False, users=False)
     for cls in COMMAND_CLASSES:
         # Producer ids: the gateway grants them when the backend does not.
-        backend_or_gateway = hasattr(Backend, cls.name) or cls in (InitProducer, DeleteRecords)
+        backend_or_gateway = hasattr(Backend, cls.name) or cls in (
+            InitProducer, DeleteRecords, AwaitData
+        )  # fmt: skip
         assert r.supports(cls) == backend_or_gateway, cls.name
     for cmd in NOT_BACKEND[:-1]:
         with pytest.raises(Unsupported) as info:

@@ -20,6 +20,8 @@ import trio
 from gateway.model import (
     Append,
     AppendResult,
+    AwaitData,
+    AwaitDataResult,
     CommitOffset,
     CommitOffsetResult,
     CreatePartitions,
@@ -42,6 +44,7 @@ from gateway.model import (
     DescribeTopicResult,
     FetchOffset,
     FetchOffsetResult,
+    GatewayError,
     InvalidRequest,
     ListOffsets,
     ListOffsetsResult,
@@ -283,6 +286,31 @@ class EmbeddedBackend:
 
     async def read(self, cmd: Read) -> ReadResult:
         return await self.store.partition(cmd.topic, cmd.partition).read(cmd)
+
+    async def await_data(self, cmd: AwaitData) -> AwaitDataResult:
+        # One event every partition sets when it grows, is cut or goes: no task per partition.
+        start = trio.current_time()
+        parts = []
+        for topic, number, offset in cmd.targets:
+            try:
+                part = self.store.partition(topic, number)
+            except GatewayError:  # the read that follows reports it
+                await trio.lowlevel.checkpoint()
+                return AwaitDataResult()
+            if part.has_news(offset):
+                await trio.lowlevel.checkpoint()
+                return AwaitDataResult()
+            parts.append(part)
+        event = trio.Event()
+        for part in parts:
+            part.watch(event)
+        try:
+            with trio.move_on_at(start + cmd.max_wait_ms / 1000):
+                await event.wait()
+        finally:
+            for part in parts:
+                part.unwatch(event)
+        return AwaitDataResult(waited_s=trio.current_time() - start)
 
     async def list_offsets(self, cmd: ListOffsets) -> ListOffsetsResult:
         part = self.store.partition(cmd.topic, cmd.partition)

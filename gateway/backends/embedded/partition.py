@@ -82,6 +82,7 @@ class Partition:
         self._dirty: dict[int, Segment] = {}
         self._dir_dirty = False
         self._appended = trio.Event()
+        self._watchers: set[trio.Event] = set()  # many-partition long polls (``watch``)
         self._gone: Callable[[], GatewayError] | None = None
         self.damage: list[Damage] = []  # damaged ranges recovery skipped when it opened this
         self._cut_failed = False  # see _check_cut
@@ -144,6 +145,20 @@ class Partition:
     def _wake(self) -> None:
         ev, self._appended = self._appended, trio.Event()
         ev.set()
+        for watcher in self._watchers:
+            watcher.set()
+
+    def watch(self, event: trio.Event) -> None:
+        """Set ``event`` on the next append, truncation or deletion (until ``unwatch``)."""
+        self._watchers.add(event)
+
+    def unwatch(self, event: trio.Event) -> None:
+        self._watchers.discard(event)
+
+    def has_news(self, offset: int) -> bool:
+        """Whether a reader at ``offset`` need not wait: a message is there, the offset is out
+        of range, or the partition is gone (the read that follows says which)."""
+        return self._gone is not None or offset != self.next_offset
 
     # --- append ------------------------------------------------------------------------------
 

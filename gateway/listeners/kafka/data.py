@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 import trio
@@ -12,6 +11,7 @@ from gateway.listeners.kafka.session import Session
 from gateway.model import (
     Acks,
     Append,
+    AwaitData,
     GatewayError,
     InitProducer,
     ListOffsets,
@@ -119,7 +119,8 @@ async def fetch(session: Session, req: KafkaRequest) -> bytes:
             break
         # Wait until any partition grows past the high watermark just seen, then read again.
         grown = [(w[0], w[1], r.high_watermark) for w, r in zip(wanted, results, strict=True)]
-        await _wait_any(session, grown, remaining_ms)
+        if not await _wait_any(session, grown, remaining_ms):
+            break  # the wait failed (the backend went away): answer what there is now
     topics: dict[str, list[FetchPartition]] = {}
     for (name, _, _, _), part in zip(wanted, results, strict=True):
         topics.setdefault(name, []).append(part)
@@ -178,26 +179,19 @@ async def _read_all(
     return out, total, failed
 
 
-async def _wait_any(session: Session, grown: list[tuple[str, int, int]], max_wait_ms: int) -> None:
+async def _wait_any(session: Session, grown: list[tuple[str, int, int]], max_wait_ms: int) -> bool:
     """Long-poll: return as soon as any partition has a message at or past ``offset``, or at the
-    deadline. Each wait is a backend Read, so the time is measured as long-poll time."""
+    deadline: one AwaitData over them all, measured as long-poll time. False: it failed."""
     assert session.ctx is not None
     stream = session.settings.stream
-    ctx = session.ctx
-    router = session.router
-
-    async def one(name: str, partition: int, offset: int, stop: trio.CancelScope) -> None:
-        with contextlib.suppress(GatewayError):
-            await router.execute(
-                Read(topic=Topic(stream, name), partition=partition, offset=offset,
-                     max_wait_ms=max_wait_ms, max_bytes=1, max_messages=0),
-                ctx,
-            )  # fmt: skip
-        stop.cancel()
-
-    async with trio.open_nursery() as nursery:
-        for name, partition, offset in grown:
-            nursery.start_soon(one, name, partition, offset, nursery.cancel_scope)
+    targets = tuple((Topic(stream, name), partition, offset) for name, partition, offset in grown)
+    try:
+        await session.router.execute(
+            AwaitData(targets=targets, max_wait_ms=max_wait_ms), session.ctx
+        )
+    except GatewayError:
+        return False
+    return True
 
 
 # --- ListOffsets ---------------------------------------------------------------------------------
