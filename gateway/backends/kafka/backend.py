@@ -69,6 +69,8 @@ from gateway.model import (
     DEFAULT_STREAM,
     Append,
     AppendResult,
+    AwaitData,
+    AwaitDataResult,
     BackendUnavailable,
     CommitOffset,
     CommitOffsetResult,
@@ -379,6 +381,10 @@ class KafkaBackend:
 
     async def read(self, cmd: Read) -> ReadResult:
         return await self._data.read(self._kafka_name(cmd.topic), cmd)
+
+    async def await_data(self, cmd: AwaitData) -> AwaitDataResult:
+        targets = [(self._kafka_name(t), p, offset) for t, p, offset in cmd.targets]
+        return AwaitDataResult(waited_s=await self._data.await_data(targets, cmd.max_wait_ms))
 
     async def list_offsets(self, cmd: ListOffsets) -> ListOffsetsResult:
         return await self._data.list_offsets(self._kafka_name(cmd.topic), cmd)

@@ -45,6 +45,8 @@ from gateway.model import (
     OffsetSpec,
     Read,
     ReadResult,
+    UnknownPartition,
+    UnknownTopic,
     Unsupported,
     WireBatch,
 )
@@ -58,18 +60,40 @@ _SCAN_FETCH_BYTES: Final = 1 << 20
 
 
 class Wakeups:
-    """One event per partition that a long poll on it waits for; appends and deletes set it."""
+    """One event per partition that a long poll on it waits for, and the events of waits over
+    many partitions (``watch``); appends and deletes set them."""
 
     def __init__(self) -> None:
         self._events: dict[tuple[str, int], trio.Event] = {}
+        self._watchers: dict[tuple[str, int], set[trio.Event]] = {}
 
     def event(self, topic: str, partition: int) -> trio.Event:
         return self._events.setdefault((topic, partition), trio.Event())
+
+    def watch(self, keys: list[tuple[str, int]], event: trio.Event) -> None:
+        for key in keys:
+            self._watchers.setdefault(key, set()).add(event)
+
+    def unwatch(self, keys: list[tuple[str, int]], event: trio.Event) -> None:
+        for key in keys:
+            watchers = self._watchers.get(key)
+            if watchers is not None:
+                watchers.discard(event)
+                if not watchers:
+                    del self._watchers[key]
 
     def notify(self, topic: str, partition: int | None = None) -> None:
         keys = [k for k in self._events if k[0] == topic and partition in (None, k[1])]
         for key in keys:
             self._events.pop(key).set()
+        if partition is not None:
+            for event in self._watchers.get((topic, partition), ()):
+                event.set()
+        else:
+            for key, events in self._watchers.items():
+                if key[0] == topic:
+                    for event in events:
+                        event.set()
 
 
 class DataPath:
@@ -181,6 +205,68 @@ class DataPath:
                 )  # fmt: skip
             nursery.cancel_scope.cancel()
         return result
+
+    async def await_data(self, targets: list[tuple[str, int, int]], max_wait_ms: int) -> float:
+        """Wait until any (topic, partition, offset) has news (a message at or past the offset,
+        an offset out of range, an error), at most ``max_wait_ms``: one Fetch per leader for all
+        its partitions, in slices as ``read``'s long poll; an append or delete through this
+        backend ends it at once. Returns the time waited (0: news at once)."""
+        start = trio.current_time()
+        keys = [(name, partition) for name, partition, _ in targets]
+        woken = trio.Event()
+        self.wakeups.watch(keys, woken)
+        slice_ms = max(NOW_MS, int(self.long_poll_slice_s * 1000))
+        try:
+            if await self._news(targets, woken, NOW_MS):
+                return 0.0
+            with trio.move_on_at(start + max_wait_ms / 1000 + 1e-6):
+                while not await self._news(targets, woken, slice_ms):
+                    pass
+        except (UnknownTopic, UnknownPartition):
+            pass  # news as well: the read that follows reports it
+        finally:
+            self.wakeups.unwatch(keys, woken)
+        return trio.current_time() - start
+
+    async def _news(
+        self, targets: list[tuple[str, int, int]], woken: trio.Event, wait_ms: int
+    ) -> bool:
+        """One slice: whether any target has news (False: ``wait_ms`` ran out without any)."""
+        if woken.is_set():
+            return True
+        by_leader: dict[int, list[tuple[str, int, int]]] = {}
+        for name, partition, offset in targets:
+            _, leader = await self.cluster.partition(name, partition)
+            by_leader.setdefault(leader, []).append((name, partition, offset))
+        news = False
+
+        async def one(leader: int, wanted: list[tuple[str, int, int]]) -> None:
+            nonlocal news
+            pool = await self.cluster.node(leader)
+            async with pool.lease() as conn:
+                answer = await self.fetcher.fetch_many(
+                    leader, wanted, conn=conn, max_wait_ms=wait_ms
+                )
+            offsets = {(name, partition): offset for name, partition, offset in wanted}
+            for key, part in answer.items():
+                if part.error_code is not ErrorCode.none or part.high_watermark != offsets[key]:
+                    news = True
+            if news:
+                nursery.cancel_scope.cancel()
+
+        async def on_wakeup() -> None:
+            nonlocal news
+            await woken.wait()
+            news = True
+            nursery.cancel_scope.cancel()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(on_wakeup)
+            async with trio.open_nursery() as fetches:
+                for leader, wanted in by_leader.items():
+                    fetches.start_soon(one, leader, wanted)
+            nursery.cancel_scope.cancel()
+        return news
 
     async def _now(self, name: str, cmd: Read, leader: int) -> Fetched:
         return await self.fetcher.fetch(

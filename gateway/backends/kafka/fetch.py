@@ -112,6 +112,18 @@ class Fetcher:
             raise GatewayError(f"the broker's Fetch answer lacks {missing}")
         return out
 
+    async def fetch_many(
+        self,
+        leader: int,
+        wanted: list[tuple[str, int, int]],  # (topic, partition, fetch offset)
+        *,
+        conn: BrokerConnection | None = None,
+        max_wait_ms: int = NOW_MS,
+    ) -> dict[tuple[str, int], Any]:
+        """One Fetch of many partitions that asks for as little data as the broker will give:
+        their high watermarks and errors, for a wait on them all (records are not looked at)."""
+        return await self._fetch(leader, wanted, conn=conn, max_wait_ms=max_wait_ms, max_bytes=1)
+
     async def fetch(
         self,
         name: str,
