@@ -7,8 +7,9 @@ honour (``retention.ms``, ``retention.bytes``, ``segment.bytes``, ``max.message.
 integers, ``compression.type`` and ``cleanup.policy`` must hold values Kafka knows, anything else
 is kept as the topic's own setting and reported by DescribeConfigs. ``cleanup.policy=compact``
 is stored but the stores never compact (README, Kafka section). DELETE returns a setting to the
-default; APPEND/SUBTRACT change list settings (``cleanup.policy``) as Kafka does, starting from
-the default when the topic sets none. A setting the backend cannot keep (the Iggy backend holds
+default, and so does leaving a Kafka setting out of a non-incremental AlterConfigs (``_left_out``);
+APPEND/SUBTRACT change list settings (``cleanup.policy``) as Kafka does, starting from the default
+when the topic sets none. A setting the backend cannot keep (the Iggy backend holds
 only Iggy's own options) is refused with INVALID_CONFIG, as is any value the backend refuses;
 broker configs are static.
 """
@@ -200,8 +201,9 @@ async def _alter(session: Session, r: Any, validate_only: bool, *, incremental: 
 def _changes(
     configs: Any, current: TopicConfig, defaults: TopicConfig | None, *, incremental: bool
 ) -> tuple[list[tuple[str, str]], frozenset[str]]:
-    """(name, value) to set, and the canonical names to reset. The non-incremental AlterConfigs,
-    which in Kafka resets every setting it leaves out, leaves them as they are (README)."""
+    """(name, value) to set, and the canonical names to reset. The non-incremental AlterConfigs
+    replaces the topic's settings, as in Kafka: every setting of its own it leaves out goes back
+    to the default."""
     own = config_settings(current)
     values = tr.config_entries(current, defaults)  # the topic's, else the default
     sets: list[tuple[str, str]] = []
@@ -232,7 +234,30 @@ def _changes(
             raise _InvalidConfig(f"config {name!r} needs a value")
         else:
             sets.append((name, c.value))
+    if not incremental:
+        reset.update(_CANONICAL.get(name, name) for name in _left_out(values, seen))
     return sets, frozenset(reset)
+
+
+def _left_out(values: Mapping[str, tuple[str, bool]], named: set[str]) -> list[str]:
+    """What a non-incremental AlterConfigs resets: the Kafka settings the topic has that it does
+    not name. A setting Kafka does not know (another protocol's option, such as the Iggy
+    server's ``message_expiry``) is outside what a Kafka client replaces and stays; one that
+    already holds Kafka's default needs no reset."""
+    return [
+        name for name, (value, default) in values.items()
+        if not default and name not in named and config_type(name) != UNKNOWN
+        and _KAFKA_DEFAULTS.get(name) != value
+    ]  # fmt: skip
+
+
+# Kafka's defaults (LogConfig) of the settings the stores honour.
+_KAFKA_DEFAULTS: Final = {
+    "retention.ms": "604800000",
+    "retention.bytes": "-1",
+    "segment.bytes": "1073741824",
+    "max.message.bytes": "1048588",
+}
 
 
 __all__ = [

@@ -143,7 +143,10 @@ async def test_alter_configs_confluent(gateway: Running) -> None:
 
     def run() -> None:
         admin = AdminClient({"bootstrap.servers": servers})
-        admin.create_topics([NewTopic(topic, num_partitions=1)])[topic].result(15)
+        admin.create_topics(
+            [NewTopic(topic, num_partitions=1, config={"max.message.bytes": "500000"})]
+        )[topic].result(15)
+        assert _configs(admin, topic)["max.message.bytes"] == ("500000", False)
         res = ConfigResource(ConfigResource.Type.TOPIC, topic,
                              set_config={"file.delete.delay.ms": "12345",
                                          "compression.type": "snappy"})  # fmt: skip
@@ -152,6 +155,9 @@ async def test_alter_configs_confluent(gateway: Running) -> None:
         configs = _configs(admin, topic)
         assert configs["file.delete.delay.ms"] == ("12345", False)
         assert configs["compression.type"] == ("snappy", False)
+        # It replaces the topic's settings, as in Kafka: one it leaves out is the default again.
+        value, is_default = configs["max.message.bytes"]
+        assert is_default and value != "500000", configs["max.message.bytes"]
 
     await in_thread(run)
 
@@ -410,5 +416,23 @@ async def test_alter_configs_on_the_iggy_backend(tmp_path: Path) -> None:
                 assert "cleanup.policy" not in dict(
                     (n, v) for n, (v, default) in _configs(admin, topic).items() if not default
                 )
+                # The non-incremental AlterConfigs: naming every setting the topic has is a
+                # change Iggy keeps; leaving one out would reset it, which Iggy cannot.
+                attempts: list[tuple[dict[str, str], str | None]] = [
+                    ({"retention.ms": "7200000"}, None),
+                    ({"max.message.bytes": "1000"}, "cannot reset"),
+                ]
+                for settings, refusal in attempts:
+                    res = ConfigResource(ConfigResource.Type.TOPIC, topic, set_config=settings)
+                    try:
+                        with pytest.warns(DeprecationWarning):
+                            admin.alter_configs([res])[res].result(15)
+                    except KafkaException as exc:
+                        error = exc.args[0]
+                        assert refusal is not None and refusal in error.str(), exc
+                        assert error.code() == KafkaError.INVALID_CONFIG, exc
+                    else:
+                        assert refusal is None, f"{settings} was acknowledged"
+                assert _configs(admin, topic)["retention.ms"] == ("7200000", False)
 
             await in_thread(run)  # bounded: 60 s
