@@ -48,7 +48,9 @@ from gateway.model import (
     DeletePartitions,
     DeleteRecords,
     DeleteStream,
+    DeleteStreamResult,
     DeleteTopic,
+    DeleteTopicResult,
     DescribeGroup,
     DescribeTopic,
     FetchOffset,
@@ -241,6 +243,11 @@ class Router:
             _bind(t, CommitOffset, self._commit_offset)
         if users is not None:
             _bind(t, Authenticate, users.authenticate)
+            # A deleted stream's or topic's grants go with it: ids are reused (the embedded
+            # store gives a freed topic id to the next topic), and a grant must not pass on.
+            self._users = users
+            _bind(t, DeleteTopic, self._delete_topic)
+            _bind(t, DeleteStream, self._delete_stream)
         return t
 
     @property
@@ -262,6 +269,29 @@ class Router:
         # the new epoch on its batches.
         await trio.lowlevel.checkpoint()
         return InitProducerResult(producer_id=self._producer_ids.allocate(), producer_epoch=0)
+
+    async def _ids(self, stream: str, topic: str | None) -> tuple[int, int | None] | None:
+        for s in (await self.backend.list_streams(ListStreams())).streams:
+            if s.name == stream:
+                if topic is None:
+                    return s.id, None
+                tid = next((t.id for t in s.topics if t.topic.name == topic), None)
+                return None if tid is None else (s.id, tid)
+        return None
+
+    async def _delete_topic(self, cmd: DeleteTopic) -> DeleteTopicResult:
+        ids = await self._ids(cmd.topic.stream, cmd.topic.name)
+        result = await self.backend.delete_topic(cmd)
+        if ids is not None:
+            self._users.revoke_grants(*ids)
+        return result
+
+    async def _delete_stream(self, cmd: DeleteStream) -> DeleteStreamResult:
+        ids = await self._ids(cmd.stream, None)
+        result = await self.backend.delete_stream(cmd)
+        if ids is not None:
+            self._users.revoke_grants(ids[0])
+        return result
 
     async def _await_data(self, cmd: AwaitData) -> AwaitDataResult:
         # A Read per partition that waits for one message and reads none; the first to return

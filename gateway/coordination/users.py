@@ -296,6 +296,28 @@ class UserStore:
             )
         return account.user
 
+    def revoke_grants(self, stream_id: int, topic_id: int | None = None) -> int:
+        """Remove every user's grants on a stream (``topic_id`` None) or one of its topics, as
+        it is deleted: a stream or topic created later with the same id starts with none.
+        Returns how many users had some."""
+        changed = 0
+        with self._changing():
+            for account in self._accounts.values():
+                p = account.user.permissions
+                sp = p.streams.get(stream_id)
+                if sp is None or (topic_id is not None and topic_id not in sp.topics):
+                    continue
+                streams = dict(p.streams)
+                if topic_id is None:
+                    del streams[stream_id]
+                else:
+                    topics = dict(sp.topics)
+                    del topics[topic_id]
+                    streams[stream_id] = replace(sp, topics=topics)
+                account.user = replace(account.user, permissions=replace(p, streams=streams))
+                changed += 1
+        return changed
+
     def update_permissions(self, user: int | str, permissions: Permissions) -> User:
         with self._changing():
             account = self._account(user)

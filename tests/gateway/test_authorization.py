@@ -339,3 +339,57 @@ async def test_the_router_refuses_before_running_and_counts(tmp_path: Path) -> N
             assert (await r.execute(_append(OTHER), system)).count == 1
             listed = await r.execute(ListTopics(stream="default"), root)
             assert sorted(t.topic.name for t in listed.topics) == ["other", "readable"]
+
+
+async def test_a_deleted_topics_or_streams_grants_go_with_it(tmp_path: Path) -> None:
+    """The embedded store gives a freed topic id to the next topic: a grant kept on the id of a
+    deleted topic would pass on to a new, unrelated one."""
+    with trio.fail_after(10):
+        async with open_embedded(tmp_path, fsync="never") as backend:
+            users = UserStore(path=None)
+            r = Router(
+                backend,
+                Metrics(CollectorRegistry(), backend=backend.name),
+                users=users,
+                authorizer=Authorizer(
+                    users, backend.list_streams, anonymous=Permissions(), ttl_s=0
+                ),
+            )
+            root = RequestContext("kafka", "w", user="iggy")
+            for topic in (OTHER, READABLE, SECRET):
+                await r.execute(CreateTopic(topic=topic, partitions=1), root)
+            ids = {
+                t.topic: (s.id, t.id)
+                for s in (await r.execute(ListStreams(), root)).streams
+                for t in s.topics
+            }
+            sid, tid = ids[READABLE]
+            sec_id, _ = ids[SECRET]
+            grants = {tid: TopicPermissions(read_topic=True)}
+            await users.create_user("reader", "reader-pw", permissions=Permissions(streams={
+                sid: StreamPermissions(topics=grants),
+                sec_id: StreamPermissions(read_stream=True),
+            }))  # fmt: skip
+            reader = RequestContext("kafka", "fetch", user="reader")
+            assert (await r.execute(_read(READABLE), reader)).count == 0
+            assert (await r.execute(_read(SECRET), reader)).count == 0
+
+            await r.execute(DeleteTopic(topic=READABLE), root)
+            assert users.get_user("reader").permissions.streams[sid].topics == {}
+            newcomer = Topic("default", "newcomer")
+            await r.execute(CreateTopic(topic=newcomer, partitions=1), root)
+            (reused,) = (
+                t.id
+                for s in (await r.execute(ListStreams(), root)).streams
+                for t in s.topics
+                if t.topic == newcomer
+            )
+            assert reused == tid  # the freed id, given again
+            with pytest.raises(TopicForbidden):
+                await r.execute(_read(newcomer), reader)
+
+            await r.execute(DeleteStream(stream=SECRET.stream), root)
+            assert sec_id not in users.get_user("reader").permissions.streams
+            await r.execute(CreateTopic(topic=SECRET, partitions=1), root)  # the stream again
+            with pytest.raises(TopicForbidden):
+                await r.execute(_read(SECRET), reader)
