@@ -31,6 +31,10 @@ TOKEN_BYTES = 32
 SCRAM_MECHANISMS = tuple(HASHES)  # SCRAM-SHA-256, SCRAM-SHA-512
 SCRAM_ITERATIONS = 4096
 _SCRAM_SALT_BYTES = 24
+# The password hash of an account that has none: one Kafka's AlterUserScramCredentials made, or
+# whose password it retired (KIP-554 gives the server a salted password, from which no scrypt
+# hash can be made). It matches no password.
+NO_PASSWORD = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +56,9 @@ def hash_password(password: str) -> str:
 
 
 def verify_password(password: str, stored: str | None) -> bool:
-    """Constant time in the password; ``stored=None`` (unknown user) still pays for one hash."""
-    if stored is None:
+    """Constant time in the password; ``stored=None`` (unknown user) and ``NO_PASSWORD`` still
+    pay for one hash."""
+    if not stored:
         hash_password(password)
         return False
     scheme, n, r, p, salt, digest = stored.split("$")
@@ -129,6 +134,7 @@ def check_token_name(name: str) -> None:
 
 
 __all__ = [
+    "NO_PASSWORD",
     "PASSWORD_LENGTH",
     "SCRAM_ITERATIONS",
     "SCRAM_MECHANISMS",

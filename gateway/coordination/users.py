@@ -6,7 +6,9 @@ listener authenticates against the same store: SASL/PLAIN with the password, SCR
 SCRAM-SHA-512 with the SCRAM keys derived whenever a password is set (create, change, the
 configured users and root). A store written before SCRAM has no such keys: its users log in with
 PLAIN (and through Iggy) until their password is next set; configured users get them on the next
-start, the root when the configured root password still matches.
+start, the root when the configured root password still matches. Kafka's admin APIs set and
+delete one mechanism's credential directly (KIP-554, ``alter_scram_credentials``): an account
+they create, or whose credential they replace, has no password for other logins.
 
 The root user (id 0, ``iggy``/``iggy`` unless configured) has every permission and can be
 neither deleted nor re-permissioned, as in Iggy.
@@ -51,6 +53,7 @@ from gateway.model import (
     AlreadyExists,
     Authenticate,
     AuthenticateResult,
+    GatewayError,
     InvalidCredentials,
     InvalidRequest,
     InvalidToken,
@@ -66,6 +69,7 @@ from protocols._wire.scram import HASHES, verify_transcript
 
 from . import user_store_file
 from .credentials import (
+    NO_PASSWORD,
     SCRAM_ITERATIONS,
     SCRAM_MECHANISMS,
     PasswordSecrets,
@@ -358,6 +362,67 @@ class UserStore:
             for _, digest in account.tokens.values():
                 del self._tokens[digest]
         return account.user
+
+    # -- Kafka's SCRAM credentials (KIP-554) -----------------------------------------------------
+
+    def scram_iterations(self) -> dict[str, dict[str, int]]:
+        """username -> {mechanism: iterations} for every user holding a SCRAM credential: what
+        Kafka's DescribeUserScramCredentials reports (never a salt or key)."""
+        self._refresh()
+        accounts = (self._accounts[i] for i in sorted(self._accounts))
+        return {
+            a.user.username: {m: c.iterations for m, c in sorted(a.scram.items())}
+            for a in accounts
+            if a.scram
+        }
+
+    def alter_scram_credentials(
+        self,
+        deletions: Mapping[str, str],
+        upsertions: Mapping[str, tuple[str, ScramCredential]],
+    ) -> dict[str, GatewayError]:
+        """Kafka's AlterUserScramCredentials: ``deletions`` username -> mechanism,
+        ``upsertions`` username -> (mechanism, credential), one change per user (the listener
+        refuses a user named twice, as Kafka does), all applied in one write. Returns the users
+        whose change was refused, and why; the others' changes are applied.
+
+        - A deletion removes that mechanism's credential (``NotFound`` when there is none). The
+          account stays, with its permissions, tokens and password if it has one, as Kafka keeps
+          a user's ACLs when its credentials go.
+        - An upsertion for a name the store does not hold creates an account with no
+          permissions and no password: it logs in with SCRAM of that mechanism only, until it is
+          granted permissions or given a password (``streamgate users grant``/``passwd``). A
+          name Iggy would refuse (``check_username``) is ``InvalidRequest``.
+        - An upsertion for an existing user replaces that mechanism's credential, keeps the
+          other mechanism's (Kafka keeps them apart; Describe lists both) and retires the
+          account's password: PLAIN, Iggy and RabbitMQ Stream logins no longer accept the old
+          one. No hash of the new password can be made from a salted password, and a password
+          changed through Kafka must not go on working elsewhere. A user from the configuration
+          gets its configured password (and the SCRAM credentials derived from it) back on the
+          next start, as after a change through Iggy.
+        """
+        refused: dict[str, GatewayError] = {}
+        with self._changing():
+            for username, mechanism in deletions.items():
+                account = self._find(username)
+                if account is None or account.scram.pop(mechanism, None) is None:
+                    refused[username] = NotFound(
+                        f"user {username!r} has no {mechanism} credential to delete"
+                    )
+            for username, (mechanism, credential) in upsertions.items():
+                account = self._find(username)
+                if account is None:
+                    try:
+                        check_username(username)
+                    except InvalidRequest as exc:
+                        refused[username] = exc
+                        continue
+                    only = PasswordSecrets(NO_PASSWORD, {mechanism: credential})
+                    self._add(self._next_id, username, only, Permissions())
+                else:
+                    account.password_hash = NO_PASSWORD
+                    account.scram[mechanism] = credential
+        return refused
 
     # -- personal access tokens -----------------------------------------------------------------
 

@@ -83,10 +83,18 @@ def salted_password(mechanism: str, password: str, salt: bytes, iterations: int)
 
 def derive_keys(mechanism: str, password: str, *, salt: bytes, iterations: int) -> ScramKeys:
     """What a server keeps for a password (RFC 5802 §3): StoredKey and ServerKey, never it."""
-    name = _hash(mechanism)
     if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
         raise ValueError(f"SCRAM iterations must be {MIN_ITERATIONS}..{MAX_ITERATIONS}")
     salted = salted_password(mechanism, password, salt, iterations)
+    return keys_from_salted_password(mechanism, salted, salt=salt, iterations=iterations)
+
+
+def keys_from_salted_password(
+    mechanism: str, salted: bytes, *, salt: bytes, iterations: int
+) -> ScramKeys:
+    """StoredKey and ServerKey from SaltedPassword (RFC 5802 §3), which Kafka's
+    AlterUserScramCredentials carries (KIP-554: the client salts, the broker derives)."""
+    name = _hash(mechanism)
     client_key = _hmac(name, salted, b"Client Key")
     return ScramKeys(
         salt=salt,
@@ -314,6 +322,7 @@ __all__ = [
     "ScramServer",
     "derive_keys",
     "escape_saslname",
+    "keys_from_salted_password",
     "parse_client_first",
     "salted_password",
     "verify_transcript",

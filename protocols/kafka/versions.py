@@ -8,12 +8,14 @@ producer gets, KIP-588), for clients that recover an idempotent producer through
 ListOffsets v4-v7 (v4 the leader epoch, v6 the flexible encoding, v7 the max-timestamp lookup of
 KIP-734, which the librdkafka and kafka-python admin clients send at v7); and ListGroups v3-v4
 (v3 flexible, v4 the states filter and each group's state, KIP-518, which admin clients show);
-and AlterPartitionReassignments / ListPartitionReassignments v0 (KIP-455), which exist only in
-the flexible encoding. The admin APIs DeleteRecords 0-1, AlterConfigs 0-1, DescribeConfigs 1-3
+and AlterPartitionReassignments / ListPartitionReassignments v0 (KIP-455) and
+DescribeUserScramCredentials / AlterUserScramCredentials v0 (KIP-554), which exist only in the
+flexible encoding. The admin APIs DeleteRecords 0-1, AlterConfigs 0-1, DescribeConfigs 1-3
 (v3 adds config_type and documentation, KIP-569; v4 is flexible), AlterReplicaLogDirs 1 and
 DescribeLogDirs 1 (kio has no v0 of either; v1 is v0's layout), DeleteGroups 0-1, ElectLeaders
 0-1 (v1 the election type and a top-level error, KIP-460) and IncrementalAlterConfigs 0 are
-non-flexible. Flexible versions are encoded
+non-flexible; so are DescribeAcls, CreateAcls and DeleteAcls 1 (KIP-140/290; kio has no v0,
+librdkafka sends 0-2 and kafka-python 1-3, so both settle on v1). Flexible versions are encoded
 by kio, which writes no tagged field it has no value for: we never write one (librdkafka < 2.2
 mis-skips them, §1.4 trap 2). Keys 68, 69, 71 and 72 are never advertised: librdkafka changes
 behaviour as soon as they appear (§1.2).
@@ -47,6 +49,9 @@ class ApiKey(enum.IntEnum):
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     ALTER_REPLICA_LOG_DIRS = 34
@@ -58,6 +63,8 @@ class ApiKey(enum.IntEnum):
     INCREMENTAL_ALTER_CONFIGS = 44
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
 
 
 # Advertised (min, max). Produce 0-2 are advertised but refused: old librdkafka (kcat) only
@@ -83,6 +90,9 @@ ADVERTISED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         ApiKey.DELETE_TOPICS: (1, 3),
         ApiKey.DELETE_RECORDS: (0, 1),
         ApiKey.INIT_PRODUCER_ID: (0, 4),
+        ApiKey.DESCRIBE_ACLS: (1, 1),
+        ApiKey.CREATE_ACLS: (1, 1),
+        ApiKey.DELETE_ACLS: (1, 1),
         ApiKey.DESCRIBE_CONFIGS: (1, 3),
         ApiKey.ALTER_CONFIGS: (0, 1),
         ApiKey.ALTER_REPLICA_LOG_DIRS: (1, 1),
@@ -94,6 +104,8 @@ ADVERTISED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
         ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
         ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     }
 )
 

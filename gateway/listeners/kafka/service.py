@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from gateway.coordination import UserStore
 from gateway.listeners.connection import Connection, Handler, advertised_address
+from gateway.listeners.kafka import acls as kafka_acls
 from gateway.listeners.kafka import admin as kafka_admin
 from gateway.listeners.kafka import configs as kafka_configs
 from gateway.listeners.kafka import data as kafka_data
@@ -20,6 +21,7 @@ from gateway.listeners.kafka import groups as kafka_groups
 from gateway.listeners.kafka import handshake as kafka_handshake
 from gateway.listeners.kafka import logs as kafka_logs
 from gateway.listeners.kafka import replicas as kafka_replicas
+from gateway.listeners.kafka import scram_admin as kafka_scram
 from gateway.listeners.kafka.session import ApiHandlers, KafkaSettings, Session
 from gateway.model import DeleteGroup, DeleteRecords, InitProducer
 from gateway.router import Router
@@ -41,6 +43,9 @@ HANDLERS: ApiHandlers = {
     ApiKey.DELETE_TOPICS: kafka_admin.delete_topics,
     ApiKey.CREATE_PARTITIONS: kafka_admin.create_partitions,
     ApiKey.DESCRIBE_CONFIGS: kafka_admin.describe_configs,
+    ApiKey.DESCRIBE_ACLS: kafka_acls.describe_acls,
+    ApiKey.CREATE_ACLS: kafka_acls.create_acls,
+    ApiKey.DELETE_ACLS: kafka_acls.delete_acls,
     ApiKey.ALTER_CONFIGS: kafka_configs.alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: kafka_configs.incremental_alter_configs,
     ApiKey.DESCRIBE_LOG_DIRS: kafka_logs.describe_log_dirs,
@@ -49,6 +54,8 @@ HANDLERS: ApiHandlers = {
     ApiKey.ELECT_LEADERS: kafka_replicas.elect_leaders,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: kafka_replicas.alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: kafka_replicas.list_partition_reassignments,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: kafka_scram.describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: kafka_scram.alter_user_scram_credentials,
     ApiKey.PRODUCE: kafka_data.produce,
     ApiKey.FETCH: kafka_data.fetch,
     ApiKey.LIST_OFFSETS: kafka_data.list_offsets,

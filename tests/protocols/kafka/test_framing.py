@@ -343,13 +343,17 @@ DOCUMENTED_REQUESTS: list[tuple[str, str, dict[str, Any]]] = [
 
 # kafka.md §7's answer grown by issue 20: ListOffsets 1-7, ListGroups 0-4, and DeleteRecords,
 # AlterConfigs, DescribeLogDirs, DeleteGroups, IncrementalAlterConfigs; then DescribeConfigs 1-3,
-# AlterReplicaLogDirs, ElectLeaders and the partition reassignment APIs (31 keys).
+# AlterReplicaLogDirs, ElectLeaders and the partition reassignment APIs; then
+# DescribeUserScramCredentials and AlterUserScramCredentials 0, entries 0032 0000 0000 00 and
+# 0033 0000 0000 00; then DescribeAcls, CreateAcls and DeleteAcls 1, entries 001d 0001 0001 00
+# to 001f 0001 0001 00 (35 keys: compact array count 0x24).
 DOCUMENTED_API_VERSIONS = (
-    "000000de0000000100001f0000000000070000010004000b0000020001000700000300010005000008000200070000"
+    "00000101000000010000240000000000070000010004000b0000020001000700000300010005000008000200070000"
     "090001000500000a0000000200000b0000000500000c0000000300000d0000000100000e0000000300000f00000004"
     "0000100000000400001100000001000012000000040000130002000400001400010003000015000000010000160000"
-    "000400002000010003000021000000010000220001000100002300010001000024000000010000250000000100002a"
-    "0000000100002b0000000100002c0000000000002d0000000000002e00000000000000000000"
+    "000400001d0001000100001e0001000100001f00010001000020000100030000210000000100002200010001000023"
+    "00010001000024000000010000250000000100002a0000000100002b0000000100002c0000000000002d0000000000"
+    "002e000000000000320000000000003300000000000000000000"
 )
 DOCUMENTED_FALLBACK = "0000001000000001002300000001001200000002"
 # An ApiVersions v3 request whose content does not matter (kio requires the two fields).
@@ -632,7 +636,7 @@ def test_unknown_tagged_field_in_a_response_is_a_protocol_error() -> None:
 
 def test_out_of_range_version_of_a_key_outside_the_enum() -> None:
     with pytest.raises(RemoteProtocolError):
-        served(header(50, 30), versions=SERVE_ALL)
+        served(header(60, 30), versions=SERVE_ALL)  # DescribeCluster: not an ApiKey
 
 
 # --- fuzz: any bytes after a valid size prefix decode or raise RemoteProtocolError --------------
