@@ -117,6 +117,7 @@ class UserStore:
         self.guard = guard if guard is not None else LoginGuard()
         self._clock = clock
         self._accounts: dict[int, Account] = {}
+        self._names: dict[str, int] = {}  # username -> id, an index ``_find`` keeps
         self._next_id = ROOT_ID + 1
         self._tokens: dict[str, tuple[int, str]] = {}  # digest -> (user id, token name)
         self._seen: user_store_file.Stamp | None = None  # the file as last read or written
@@ -482,7 +483,16 @@ class UserStore:
     # -- bookkeeping ----------------------------------------------------------------------------
 
     def _find(self, username: str) -> Account | None:
-        return next((a for a in self._accounts.values() if a.user.username == username), None)
+        # By an index of names, checked on every hit (a rename or a reload leaves it stale) and
+        # rebuilt on a miss: the authorizer finds the user of every request by name.
+        uid = self._names.get(username)
+        if uid is not None:
+            account = self._accounts.get(uid)
+            if account is not None and account.user.username == username:
+                return account
+        self._names = {a.user.username: uid for uid, a in self._accounts.items()}
+        uid = self._names.get(username)
+        return None if uid is None else self._accounts[uid]
 
     def _account(self, user: int | str) -> Account:
         account = self._accounts.get(user) if isinstance(user, int) else self._find(user)

@@ -418,3 +418,32 @@ async def test_gateways_sharing_the_file_see_each_others_users(tmp_path: Path) -
         await b.create_user("alice", "other-pw")
     names = [u.username for u in UserStore(path=path).list_users()]
     assert sorted(names) == sorted(set(names))
+
+
+async def test_users_are_found_by_name_through_renames_deletions_and_reloads(
+    tmp_path: Path,
+) -> None:
+    """Finding a user by name (every request) goes through an index of names: a rename, a
+    deletion, a name given again and another gateway's change all find the right user."""
+    path = tmp_path / "users.json"
+    a, b = UserStore(path=path), UserStore(path=path)
+    alice = await a.create_user("alice", "alice-pw")
+    bob = await a.create_user("bob", "bob-pw")
+    assert a.get_user("alice").id == alice.id and a.get_user("bob").id == bob.id
+    a.update_user("alice", username="carol")
+    assert a.get_user("carol").id == alice.id
+    with pytest.raises(UnknownUser):
+        a.get_user("alice")
+    a.delete_user("bob")
+    with pytest.raises(UnknownUser):
+        a.get_user("bob")
+    again = await a.create_user("bob", "bob-pw-2")
+    assert again.id != bob.id and a.get_user("bob").id == again.id
+    # Another gateway on the file sees a's rename at its next lookup, and a sees b's.
+    assert (await b.login("carol", "alice-pw")).id == alice.id
+    b.update_user("carol", username="dave")
+    assert (await a.login("dave", "alice-pw")).id == alice.id
+    with pytest.raises(InvalidCredentials):
+        await a.login("carol", "alice-pw")
+    many = [await a.create_user(f"user{i:02d}", "pw-pw-pw") for i in range(20)]
+    assert all(a.get_user(u.username).id == u.id for u in many)
