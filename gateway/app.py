@@ -254,6 +254,7 @@ async def serve_gateway(
             root_password=config.auth.root_password,
             path=users_path(config),
             guard=LoginGuard(_login_limits(config)),
+            login_cache_s=config.auth.login_cache_s,
         )
         required = requiring_authentication(config)
         log.info(anonymous_line(config.auth.anonymous, required, users.find_user(ANONYMOUS)))

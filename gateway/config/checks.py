@@ -126,7 +126,7 @@ def _check_login_limits(auth: AuthConfig) -> None:
     for key in ("hash_threads", "login_tracked"):
         if getattr(auth, key) < 1:
             raise ConfigError(f"auth.{key}: must be 1 or more, not {getattr(auth, key)}")
-    for key in ("max_pending_logins", "login_failures", "peer_login_rate"):
+    for key in ("max_pending_logins", "login_failures", "peer_login_rate", "login_cache_s"):
         if getattr(auth, key) < 0:
             raise ConfigError(f"auth.{key}: must be 0 or more, not {getattr(auth, key)}")
     for key in ("login_failure_window_s", "login_backoff_s", "login_max_backoff_s"):

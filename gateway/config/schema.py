@@ -142,6 +142,10 @@ class AuthConfig:
     peer_login_rate: float = 10.0
     peer_login_burst: int = 50
     login_tracked: int = 10_000
+    # A password login that succeeded is remembered this long (in memory, as an HMAC of name and
+    # password under a key of the process), so a client connecting again with the same
+    # credentials costs no scrypt hash; a changed password never matches it. 0 = hash every time.
+    login_cache_s: float = 300.0
 
     def user_map(self) -> dict[str, str]:
         out: dict[str, str] = {}

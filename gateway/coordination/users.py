@@ -41,6 +41,7 @@ import hashlib
 import hmac
 import secrets
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
@@ -98,6 +99,9 @@ CONFIG_USER_PERMISSIONS = Permissions(
 )  # fmt: skip
 
 
+_CACHED = 4096  # password logins remembered at most (``login_cache_s``)
+
+
 def _now_us() -> int:
     return time.time_ns() // 1000
 
@@ -112,6 +116,7 @@ class UserStore:
         path: str | Path | None = None,
         clock: Callable[[], int] = _now_us,
         guard: LoginGuard | None = None,
+        login_cache_s: float = 0.0,
     ) -> None:
         self._path = Path(path) if path is not None else None
         self.guard = guard if guard is not None else LoginGuard()
@@ -124,6 +129,14 @@ class UserStore:
         # Fake SCRAM salts for names with no SCRAM keys (RFC 5802 §5.1 "SHOULD NOT reveal"): the
         # same name gets the same salt from this gateway, so a probe learns nothing.
         self._fake_salt_key = secrets.token_bytes(32)
+        # Password logins that succeeded, remembered for login_cache_s (0: not at all) so a
+        # client that connects again costs no scrypt hash: keyed by an HMAC of name and password
+        # under a key of this process (nothing of it is written anywhere), holding the user id
+        # and the password hash it matched (a changed password, a deleted or renamed user never
+        # match again) and when it expires; at most _CACHED entries, least recently used go.
+        self._cache_us = int(login_cache_s * 1_000_000)
+        self._cache_key = secrets.token_bytes(32)
+        self._verified: OrderedDict[bytes, tuple[int, str, int]] = OrderedDict()
         with self._changing():
             root = self._accounts.get(ROOT_ID)
             if root is None:
@@ -177,11 +190,25 @@ class UserStore:
         self._refresh()
         account = self._find(username)
         stored = account.password_hash if account is not None else None
+        key = b""
+        if self._cache_us > 0 and account is not None and stored:
+            secret = f"{username}\0{password}".encode("utf-8", "surrogatepass")
+            key = hmac.new(self._cache_key, secret, "sha256").digest()
+            hit = self._verified.get(key)
+            if hit is not None and hit[:2] == (account.user.id, stored) and hit[2] > self._clock():
+                self._verified.move_to_end(key)
+                await trio.lowlevel.checkpoint()
+                return self._active(account.user)
         # An unknown user still costs one hash, so timing does not tell which names exist.
         ok = await self.guard.hash(lambda: verify_password(password, stored))
         account = self._find(username)  # it may have changed while we hashed
         if not ok or account is None or account.password_hash != stored:
             raise InvalidCredentials(f"authentication failed for user {username!r}")
+        if key and stored:
+            self._verified[key] = (account.user.id, stored, self._clock() + self._cache_us)
+            self._verified.move_to_end(key)
+            while len(self._verified) > _CACHED:
+                self._verified.popitem(last=False)
         return self._active(account.user)
 
     def scram_credential(self, mechanism: str, username: str) -> ScramCredential:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import stat
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
+from gateway.coordination.login_guard import LoginGuard
 from gateway.coordination.users import ROOT_ID, UserStatus, UserStore, allowed
 from gateway.model import (
     AlreadyExists,
@@ -33,6 +36,7 @@ from gateway.model.permissions import (
 )
 
 SECOND_US = 1_000_000
+T = TypeVar("T")
 
 
 class Clock:
@@ -447,3 +451,61 @@ async def test_users_are_found_by_name_through_renames_deletions_and_reloads(
         await a.login("carol", "alice-pw")
     many = [await a.create_user(f"user{i:02d}", "pw-pw-pw") for i in range(20)]
     assert all(a.get_user(u.username).id == u.id for u in many)
+
+
+class CountingGuard(LoginGuard):
+    """A real LoginGuard that counts the password hashes it runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hashes = 0
+
+    async def hash(self, fn: Callable[[], T], *, queue: bool = True) -> T:
+        self.hashes += 1
+        return await super().hash(fn, queue=queue)
+
+
+async def test_a_successful_password_login_is_remembered_not_hashed_again() -> None:
+    clock, guard = Clock(), CountingGuard()
+    store = UserStore(clock=clock, guard=guard, login_cache_s=300)
+    alice = await store.create_user("alice", "alice-pw")
+
+    async def hashes(login: Awaitable[object]) -> int:
+        before = guard.hashes
+        await login
+        return guard.hashes - before
+
+    assert await hashes(store.login("alice", "alice-pw")) == 1
+    assert await hashes(store.login("alice", "alice-pw")) == 0
+    with pytest.raises(InvalidCredentials):  # a wrong password is always hashed
+        await store.login("alice", "wrong-pw")
+    # A changed password: the old one never logs in from what was remembered.
+    await store.set_password("alice", "new-alice-pw")
+    with pytest.raises(InvalidCredentials):
+        await store.login("alice", "alice-pw")
+    assert await hashes(store.login("alice", "new-alice-pw")) == 1
+    assert await hashes(store.login("alice", "new-alice-pw")) == 0
+    # Remembered for login_cache_s only.
+    clock.now_us += 301 * SECOND_US
+    assert await hashes(store.login("alice", "new-alice-pw")) == 1
+    # A deactivated user is refused, a deleted one unknown, however recently it logged in.
+    store.update_user("alice", status=UserStatus.INACTIVE)
+    with pytest.raises(UserInactive):
+        await store.login("alice", "new-alice-pw")
+    store.update_user("alice", status=UserStatus.ACTIVE)
+    store.delete_user(alice.id)
+    with pytest.raises(InvalidCredentials):
+        await store.login("alice", "new-alice-pw")
+    await store.create_user("alice", "new-alice-pw")  # the same name and password, a new user
+    fresh = await store.login("alice", "new-alice-pw")
+    assert fresh.id != alice.id
+
+
+async def test_without_the_login_cache_every_login_is_hashed() -> None:
+    guard = CountingGuard()
+    store = UserStore(guard=guard)  # login_cache_s=0
+    await store.create_user("bob", "bob-pw-pw")
+    before = guard.hashes
+    for _ in range(3):
+        await store.login("bob", "bob-pw-pw")
+    assert guard.hashes - before == 3
