@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Collection
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from protocols._wire import NEED_DATA
 
-__all__ = ["DEFAULT_JUNK", "Decoder", "drain", "feed_three_ways"]
+__all__ = ["DEFAULT_JUNK", "CodecFeed", "Decoder", "drain", "feed_three_ways"]
 
 # Three bytes: shorter than any length-prefixed header we speak (Kafka, RabbitMQ Stream and
 # Iggy all start with a 4-byte size), so a multi-frame decoder must wait rather than parse them.
@@ -33,6 +33,28 @@ class Decoder(Protocol):
 
 
 C = TypeVar("C", bound=Decoder)
+
+
+class CodecFeed:
+    """A protocol codec in the ``Decoder`` shape: bytes and EOF passed to ``codec``, frames from
+    its own next-event method (``next_request``, ``next_reply``, ...), and what it left unread."""
+
+    def __init__(self, codec: Any, next_frame: Callable[[], object]) -> None:
+        self.codec = codec
+        self._next = next_frame
+
+    def receive_data(self, data: bytes, /) -> None:
+        self.codec.receive_data(data)
+
+    def receive_eof(self) -> None:
+        self.codec.receive_eof()
+
+    def next_frame(self) -> object:
+        return self._next()
+
+    @property
+    def trailing_data(self) -> bytes:
+        return bytes(self.codec.trailing_data)
 
 
 def drain(codec: Decoder, *, stop_at: Collection[object] = ()) -> list[object]:

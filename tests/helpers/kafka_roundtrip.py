@@ -33,6 +33,25 @@ def take(consumer: Consumer, count: int) -> list[bytes]:
     return got
 
 
+def subscribed(servers: str, topic: str, creds: dict[str, Any]) -> Consumer:
+    """A consumer of group ``g-<topic>`` subscribed to ``topic`` from its start, with client
+    settings ``creds`` (SASL, TLS)."""
+    consumer = Consumer({"bootstrap.servers": servers, "group.id": f"g-{topic}",
+                         "auto.offset.reset": "earliest", **creds})  # fmt: skip
+    consumer.subscribe([topic])
+    return consumer
+
+
+def produce_and_take(servers: str, topic: str, count: int, creds: dict[str, Any]) -> list[bytes]:
+    """``v0`` .. ``v<count-1>`` produced to ``topic`` and read back in a group, both with
+    ``creds``: a producer's and a group consumer's every request through one login."""
+    producer = Producer({"bootstrap.servers": servers, **creds})
+    for i in range(count):
+        producer.produce(topic, b"v%d" % i)
+    assert producer.flush(20) == 0
+    return take(subscribed(servers, topic, creds), count)
+
+
 def round_trip(conf: dict[str, Any], topic: str, values: list[bytes]) -> list[bytes]:
     """Produce ``values`` to partition 0 of ``topic`` with client settings ``conf`` (security
     included), then read back what is there from offset 0 with the same settings (30 s at

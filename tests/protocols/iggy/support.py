@@ -19,6 +19,7 @@ from protocols.iggy import (
     RequestHeader,
 )
 from protocols.iggy.vsr import decode_request_header
+from tests.helpers.feeding import CodecFeed
 
 MAX = 1 << 20
 VECTORS_FILE = Path(__file__).parents[2] / "vectors" / "iggy" / "frames.jsonl"
@@ -97,44 +98,20 @@ def answer(request: Command, reply: bytes, era: Era = Era.C) -> IggyReply:
     return result
 
 
-class ServerFeed:
+class ServerFeed(CodecFeed):
     def __init__(self, era: Era = Era.B, max_frame_size: int = MAX) -> None:
-        self.codec = IggyServerCodec(max_frame_size=max_frame_size, legacy_era=era)
-
-    def receive_data(self, data: bytes) -> None:
-        self.codec.receive_data(data)
-
-    def receive_eof(self) -> None:
-        self.codec.receive_eof()
-
-    def next_frame(self) -> object:
-        return self.codec.next_request()
-
-    @property
-    def trailing_data(self) -> bytes:
-        return self.codec.trailing_data
+        codec = IggyServerCodec(max_frame_size=max_frame_size, legacy_era=era)
+        super().__init__(codec, codec.next_request)
 
 
-class ClientFeed:
+class ClientFeed(CodecFeed):
     """A client codec with ``commands`` already sent, ready for their replies."""
 
     def __init__(self, commands: list[Command], era: Era = Era.C) -> None:
-        self.codec = client(era)
+        codec = client(era)
         for command in commands:
-            self.codec.send(command)
-
-    def receive_data(self, data: bytes) -> None:
-        self.codec.receive_data(data)
-
-    def receive_eof(self) -> None:
-        self.codec.receive_eof()
-
-    def next_frame(self) -> object:
-        return self.codec.next_reply()
-
-    @property
-    def trailing_data(self) -> bytes:
-        return self.codec.trailing_data
+            codec.send(command)
+        super().__init__(codec, codec.next_reply)
 
 
 def short_id(value: object) -> str:

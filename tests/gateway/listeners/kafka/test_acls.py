@@ -54,6 +54,7 @@ from gateway.model.permissions import (
     TopicPermissions,
 )
 from tests.conftest import gateway_config, start_gateway
+from tests.helpers.kafka_roundtrip import subscribed, take
 
 from .conftest import bootstrap, in_thread
 
@@ -167,20 +168,9 @@ def delete_error(servers: str, f: AclBindingFilter) -> KafkaError:
     return error
 
 
-def confluent_reads(servers: str, topic: str) -> list[bytes | None]:
+def confluent_reads(servers: str, topic: str) -> list[bytes]:
     """bob consumes the topic in a group (JoinGroup, offsets, Fetch all authorized)."""
-    c = Consumer({"bootstrap.servers": servers, "group.id": f"g-{topic}",
-                  "auto.offset.reset": "earliest", **confluent_creds("bob")})  # fmt: skip
-    c.subscribe([topic])
-    got: list[bytes | None] = []
-    try:
-        while len(got) < N:
-            msg = c.poll(10)
-            assert msg is not None and msg.error() is None, msg and msg.error()
-            got.append(msg.value())
-    finally:
-        c.close()
-    return got
+    return take(subscribed(servers, topic, confluent_creds("bob")), N)
 
 
 def confluent_read_error(servers: str, topic: str) -> int:

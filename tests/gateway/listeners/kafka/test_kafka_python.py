@@ -18,13 +18,10 @@ from kafka.admin import (  # type: ignore[import-untyped]
 )
 from kafka.errors import TopicAlreadyExistsError  # type: ignore[import-untyped]
 from kafka.structs import TopicPartition  # type: ignore[import-untyped]
-from kio.index import load_request_schema
 
 from gateway.app import Running
-from protocols._wire import NEED_DATA
 from protocols.kafka import Record, encode_batch
-from protocols.kafka.build import build
-from protocols.kafka.framing import KafkaClientCodec, KafkaResponse
+from tests.helpers.kafka_raw import RawKafka
 
 from .conftest import bootstrap, in_thread
 
@@ -179,29 +176,6 @@ async def test_groups_listed_and_described(gateway: Running) -> None:
 # --- an idempotent retry over a raw socket -------------------------------------------------------
 
 
-class _RawClient:
-    """One request at a time over a trio stream, with the repo's own client codec."""
-
-    def __init__(self, stream: trio.SocketStream) -> None:
-        self.stream = stream
-        self.codec = KafkaClientCodec("raw-retry")
-
-    async def call(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
-        corr, data = self.codec.send(build(load_request_schema(api_key, version), body))
-        await self.stream.send_all(data)
-        while True:
-            event = self.codec.next_response()
-            if isinstance(event, KafkaResponse):
-                assert event.correlation_id == corr
-                return event.body
-            assert event is NEED_DATA, "the gateway closed the connection"
-            chunk = await self.stream.receive_some(65536)
-            if not chunk:
-                self.codec.receive_eof()
-            else:
-                self.codec.receive_data(chunk)
-
-
 def _records(start: int, n: int) -> list[Record]:
     return [
         Record(
@@ -217,7 +191,7 @@ async def test_idempotent_retry_is_not_stored_twice(gateway: Running) -> None:
     with trio.fail_after(30):
         stream = await trio.open_tcp_stream(host, port)
         async with stream:
-            raw = _RawClient(stream)
+            raw = RawKafka(stream)
             create = {
                 "topics": [
                     {
@@ -230,10 +204,10 @@ async def test_idempotent_retry_is_not_stored_twice(gateway: Running) -> None:
                 ],
                 "timeout": 10000,
             }
-            created = await raw.call(19, 4, create)
+            created = await raw.ask(19, 4, create)
             assert [(t.name, t.error_code.value) for t in created.topics] == [(topic, 0)]
 
-            init = await raw.call(22, 1, {"transactional_id": None, "transaction_timeout": 60000})
+            init = await raw.ask(22, 1, {"transactional_id": None, "transaction_timeout": 60000})
             assert init.error_code.value == 0
             pid, epoch = init.producer_id, init.producer_epoch
             assert pid >= 0
@@ -256,7 +230,7 @@ async def test_idempotent_retry_is_not_stored_twice(gateway: Running) -> None:
                 }
 
             async def send(request: dict[str, Any]) -> tuple[int, int]:
-                (topic_response,) = (await raw.call(0, 7, request)).responses
+                (topic_response,) = (await raw.ask(0, 7, request)).responses
                 (part,) = topic_response.partition_responses
                 return part.error_code.value, part.base_offset
 
@@ -280,7 +254,7 @@ async def test_idempotent_retry_is_not_stored_twice(gateway: Running) -> None:
                     {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}
                 ],
             }
-            (lt,) = (await raw.call(2, 3, latest)).topics
+            (lt,) = (await raw.ask(2, 3, latest)).topics
             (lp,) = lt.partitions
             assert (lp.error_code.value, lp.offset) == (0, 8)
 

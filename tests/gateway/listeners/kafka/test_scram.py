@@ -17,15 +17,13 @@ from typing import Any
 import pytest
 import trio
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # type: ignore[import-untyped]
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from kafka import KafkaConsumer, KafkaProducer  # type: ignore[import-untyped]
-from kio.index import load_request_schema
 
 from protocols._wire.scram import ScramClient
-from protocols.kafka.build import build
-from protocols.kafka.framing import KafkaClientCodec, KafkaResponse
 from tests.helpers.gateways import Gateway, running_gateway
-from tests.helpers.kafka_roundtrip import kcat_path
+from tests.helpers.kafka_raw import RawKafka
+from tests.helpers.kafka_roundtrip import kcat_path, produce_and_take
 
 from .conftest import in_thread
 
@@ -57,23 +55,8 @@ def _confluent(mechanism: str, user: str, password: str) -> dict[str, Any]:
             "sasl.username": user, "sasl.password": password}  # fmt: skip
 
 
-def _confluent_round_trip(servers: str, topic: str, creds: dict[str, Any]) -> list[bytes | None]:
-    p = Producer({"bootstrap.servers": servers, **creds})
-    for i in range(N):
-        p.produce(topic, b"v%d" % i)
-    assert p.flush(20) == 0
-    c = Consumer({"bootstrap.servers": servers, "group.id": f"g-{topic}",
-                  "auto.offset.reset": "earliest", **creds})  # fmt: skip
-    c.subscribe([topic])
-    got: list[bytes | None] = []
-    try:
-        while len(got) < N:
-            msg = c.poll(10)
-            assert msg is not None and msg.error() is None, msg and msg.error()
-            got.append(msg.value())
-    finally:
-        c.close()
-    return got
+def _confluent_round_trip(servers: str, topic: str, creds: dict[str, Any]) -> list[bytes]:
+    return produce_and_take(servers, topic, N, creds)
 
 
 @pytest.mark.parametrize(
@@ -184,39 +167,11 @@ async def test_kcat_scram_sha_512(gateway: Gateway, tmp_path: Path) -> None:
 # -- a raw socket: malformed and replayed messages --------------------------------------------
 
 
-class Raw:
-    def __init__(self, stream: trio.SocketStream) -> None:
-        self.stream = stream
-        self.codec = KafkaClientCodec("raw")
-
-    async def ask(self, api_key: int, version: int, values: dict[str, Any]) -> Any:
-        _, frame = self.codec.send(build(load_request_schema(api_key, version), values))
-        await self.stream.send_all(frame)
-        while True:
-            response = self.codec.next_response()
-            if isinstance(response, KafkaResponse):
-                return response.body
-            data = await self.stream.receive_some(65536)
-            assert data, "connection closed before the response"
-            self.codec.receive_data(data)
-
-    async def handshake(self, mechanism: str) -> None:
-        answer = await self.ask(17, 1, {"mechanism": mechanism})
-        assert answer.error_code.value == 0
-        assert {"SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"} <= set(answer.mechanisms)
-
-    async def authenticate(self, token: bytes) -> Any:
-        return await self.ask(36, 1, {"auth_bytes": token})
-
-    async def closed(self) -> bool:
-        return await self.stream.receive_some(1024) == b""
-
-
 async def _connect(gateway: Gateway) -> trio.SocketStream:
     return await trio.open_tcp_stream("127.0.0.1", gateway.port("kafka"))
 
 
-async def _refused(raw: Raw, token: bytes) -> None:
+async def _refused(raw: RawKafka, token: bytes) -> None:
     answer = await raw.authenticate(token)
     assert answer.error_code.value == 58  # SASL_AUTHENTICATION_FAILED
     assert answer.auth_bytes == b""
@@ -238,13 +193,13 @@ async def test_malformed_scram_messages_are_refused_and_closed(gateway: Gateway)
     for client_first in MALFORMED_CLIENT_FIRST:
         with trio.fail_after(10):
             async with await _connect(gateway) as stream:
-                raw = Raw(stream)
+                raw = RawKafka(stream)
                 await raw.handshake("SCRAM-SHA-256")
                 await _refused(raw, client_first)
     for client_final in BAD_CLIENT_FINAL:
         with trio.fail_after(10):
             async with await _connect(gateway) as stream:
-                raw = Raw(stream)
+                raw = RawKafka(stream)
                 await raw.handshake("SCRAM-SHA-256")
                 answer = await raw.authenticate(b"n,,n=alice,r=abcdef")
                 assert answer.error_code.value == 0
@@ -254,7 +209,7 @@ async def test_malformed_scram_messages_are_refused_and_closed(gateway: Gateway)
     # The listener is still serving: a good login after all that.
     with trio.fail_after(10):
         async with await _connect(gateway) as stream:
-            raw = Raw(stream)
+            raw = RawKafka(stream)
             await raw.handshake("SCRAM-SHA-512")
             client = ScramClient("SCRAM-SHA-512", "bob", PASSWORDS["bob"], nonce="fine")
             answer = await raw.authenticate(client.client_first())
@@ -269,7 +224,7 @@ async def test_raw_exchange_then_a_replay_of_it_is_refused(
 ) -> None:
     with trio.fail_after(20):
         async with await _connect(gateway) as stream:
-            raw = Raw(stream)
+            raw = RawKafka(stream)
             await raw.handshake(mechanism)
             client = ScramClient(mechanism, "alice", PASSWORDS["alice"], nonce=uuid.uuid4().hex)
             first = client.client_first()
@@ -283,7 +238,7 @@ async def test_raw_exchange_then_a_replay_of_it_is_refused(
             assert metadata.brokers
         # An eavesdropper replays both messages on a new connection: the server nonce differs.
         async with await _connect(gateway) as stream:
-            raw = Raw(stream)
+            raw = RawKafka(stream)
             await raw.handshake(mechanism)
             assert (await raw.authenticate(first)).error_code.value == 0
             await _refused(raw, final)
@@ -293,7 +248,7 @@ async def test_raw_wrong_password_and_unknown_user(gateway: Gateway) -> None:
     for user, password in (("alice", "wrong"), ("nobody", PASSWORDS["alice"])):
         with trio.fail_after(20):
             async with await _connect(gateway) as stream:
-                raw = Raw(stream)
+                raw = RawKafka(stream)
                 await raw.handshake("SCRAM-SHA-512")
                 client = ScramClient("SCRAM-SHA-512", user, password, nonce="n0nce")
                 answer = await raw.authenticate(client.client_first())

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import time
 from collections.abc import AsyncIterator
 from functools import partial
@@ -20,7 +19,7 @@ from typing import Any
 
 import pytest
 import trio
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AdminClient,
     ScramCredentialInfo,
@@ -42,11 +41,12 @@ from gateway.coordination.users import CONFIG_USER_PERMISSIONS
 from gateway.listeners.kafka import scram_admin
 from gateway.listeners.kafka.session import KafkaSettings, Session
 from protocols._wire import RemoteProtocolError
-from protocols._wire.scram import ScramClient
 from protocols.kafka.build import build
-from protocols.kafka.framing import KafkaClientCodec, KafkaRequest, KafkaResponse, KafkaServerCodec
+from protocols.kafka.framing import KafkaRequest, KafkaServerCodec
 from protocols.kafka.versions import ADVERTISED, ApiKey
 from tests.helpers.gateways import Gateway, running_gateway
+from tests.helpers.kafka_raw import RawKafka
+from tests.helpers.kafka_roundtrip import produce_and_take
 
 from .conftest import in_thread
 
@@ -141,23 +141,8 @@ def _logs_in(gw: Gateway, mechanism: str, user: str, password: str) -> bool:
     raise AssertionError(f"neither logged in nor refused: {errors}")
 
 
-def _round_trip(gw: Gateway, topic: str, creds: dict[str, Any]) -> list[bytes | None]:
-    p = Producer({"bootstrap.servers": gw.kafka, **creds})
-    for i in range(N):
-        p.produce(topic, b"v%d" % i)
-    assert p.flush(20) == 0
-    c = Consumer({"bootstrap.servers": gw.kafka, "group.id": f"g-{topic}",
-                  "auto.offset.reset": "earliest", **creds})  # fmt: skip
-    c.subscribe([topic])
-    got: list[bytes | None] = []
-    try:
-        while len(got) < N:
-            msg = c.poll(10)
-            assert msg is not None and msg.error() is None, msg and msg.error()
-            got.append(msg.value())
-    finally:
-        c.close()
-    return got
+def _round_trip(gw: Gateway, topic: str, creds: dict[str, Any]) -> list[bytes]:
+    return produce_and_take(gw.kafka, topic, N, creds)
 
 
 def _grant(tmp_path: Path, user: str) -> None:
@@ -251,16 +236,16 @@ async def test_confluent_non_admin_is_refused(gateway: Gateway) -> None:
     assert await in_thread(lambda: _logs_in(gateway, "SCRAM-SHA-512", "iggy", ROOT))
     with trio.fail_after(20):
         async with await trio.open_tcp_stream("127.0.0.1", gateway.port("kafka")) as stream:
-            raw = Raw(stream)
+            raw = RawKafka(stream)
             await raw.login("alice", ALICE)
             for users in (None, [{"name": "iggy"}]):
-                answer = await raw.ask(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, {"users": users})
+                answer = await raw.ask(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": users})
                 assert (answer.error_code, answer.error_message, answer.results) == (
                     ErrorCode.cluster_authorization_failed,
                     "Cluster authorization failed.",
                     (),
                 )
-            answer = await raw.ask(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, {
+            answer = await raw.ask(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {
                 "deletions": [{"name": "zed", "mechanism": 1}],
                 "upsertions": [_upsertion("bob"), _upsertion("zed")],
             })  # fmt: skip
@@ -381,31 +366,6 @@ async def test_a_restarted_gateway_keeps_the_credentials(tmp_path: Path) -> None
 # -- a raw client: what the admin clients refuse to send, and the bytes on the wire ------------
 
 
-class Raw:
-    def __init__(self, stream: trio.SocketStream) -> None:
-        self.stream = stream
-        self.codec = KafkaClientCodec("raw")
-
-    async def ask(self, api_key: int, values: dict[str, Any], version: int = 0) -> Any:
-        _, frame = self.codec.send(build(load_request_schema(api_key, version), values))
-        await self.stream.send_all(frame)
-        while True:
-            response = self.codec.next_response()
-            if isinstance(response, KafkaResponse):
-                return response.body
-            data = await self.stream.receive_some(65536)
-            assert data, "connection closed before the response"
-            self.codec.receive_data(data)
-
-    async def login(self, user: str, password: str) -> None:
-        assert (await self.ask(17, {"mechanism": "SCRAM-SHA-512"}, 1)).error_code.value == 0
-        client = ScramClient("SCRAM-SHA-512", user, password, nonce=os.urandom(8).hex())
-        first = await self.ask(36, {"auth_bytes": client.client_first()}, 1)
-        final = await self.ask(36, {"auth_bytes": client.client_final(first.auth_bytes)}, 1)
-        assert final.error_code.value == 0
-        client.check_server_final(final.auth_bytes)
-
-
 def _upsertion(name: str, mechanism: int = 2, **changes: Any) -> dict[str, Any]:
     salt = b"s" * 16
     salted = hashlib.pbkdf2_hmac("sha512", NEW.encode(), salt, 4096)
@@ -420,9 +380,9 @@ def _codes(answer: Any) -> dict[str, tuple[ErrorCode, str | None]]:
 async def test_raw_per_user_errors(gateway: Gateway) -> None:
     with trio.fail_after(30):
         async with await trio.open_tcp_stream("127.0.0.1", gateway.port("kafka")) as stream:
-            raw = Raw(stream)
+            raw = RawKafka(stream)
             await raw.login("iggy", ROOT)
-            answer = await raw.ask(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, {
+            answer = await raw.ask(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {
                 "deletions": [{"name": "twice", "mechanism": 1}, {"name": "alice", "mechanism": 3}],
                 "upsertions": [
                     _upsertion("twice"), _upsertion(""), _upsertion("heidi", mechanism=0),
@@ -447,7 +407,7 @@ async def test_raw_per_user_errors(gateway: Gateway) -> None:
                 "leo": (ErrorCode.none, None),
             }
             assert [r.user for r in answer.results][:3] == ["twice", "alice", ""]  # as named
-            described = await raw.ask(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, {
+            described = await raw.ask(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {
                 "users": [{"name": "leo"}, {"name": "kim"}, {"name": "alice"}, {"name": "alice"}],
             })  # fmt: skip
             assert described.error_code == ErrorCode.none
@@ -458,7 +418,7 @@ async def test_raw_per_user_errors(gateway: Gateway) -> None:
                 "kim": (ErrorCode.resource_not_found, []),
                 "alice": (ErrorCode.duplicate_resource, []),
             }  # fmt: skip
-            everyone = await raw.ask(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, {"users": []})
+            everyone = await raw.ask(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": []})
             assert {r.user for r in everyone.results} == {"iggy", "guest", "alice", "leo"}
     assert await in_thread(lambda: _logs_in(gateway, "SCRAM-SHA-512", "leo", NEW))
 
