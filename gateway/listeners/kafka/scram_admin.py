@@ -163,38 +163,32 @@ async def alter_user_scram_credentials(session: Session, req: KafkaRequest) -> A
     refused: dict[str, _Refusal] = {}
     deletions: dict[str, str] = {}
     upsertions: dict[str, tuple[str, ScramCredential]] = {}
+
     # ScramControlManager.alterCredentials: deletions, then upsertions; a user's first refusal
     # stands; a second mention of a user withdraws its first change.
+    def admit(name: str, mechanism: int) -> str | None:
+        """The change's mechanism, or None with the user's refusal recorded."""
+        if name in refused:
+            return None
+        if deletions.pop(name, None) is not None or upsertions.pop(name, None) is not None:
+            refused[name] = ErrorCode.duplicate_resource, _ALTER_TWICE
+            return None
+        checked = _NO_STORE if users is None else _name_and_mechanism(name, mechanism)
+        if isinstance(checked, str):
+            return checked
+        refused[name] = checked
+        return None
+
     for d in body.deletions:
-        if d.name in refused:
-            continue
-        if deletions.pop(d.name, None) is not None:
-            refused[d.name] = ErrorCode.duplicate_resource, _ALTER_TWICE
-        elif users is None:
-            refused[d.name] = _NO_STORE
-        else:
-            checked = _name_and_mechanism(d.name, d.mechanism)
-            if isinstance(checked, str):
-                deletions[d.name] = checked
-            else:
-                refused[d.name] = checked
+        if (mechanism := admit(d.name, d.mechanism)) is not None:
+            deletions[d.name] = mechanism
     for u in body.upsertions:
-        if u.name in refused:
-            continue
-        if deletions.pop(u.name, None) is not None or upsertions.pop(u.name, None) is not None:
-            refused[u.name] = ErrorCode.duplicate_resource, _ALTER_TWICE
-        elif users is None:
-            refused[u.name] = _NO_STORE
-        else:
-            checked = _name_and_mechanism(u.name, u.mechanism)
-            if isinstance(checked, str):
-                credential = _credential(u, checked)
-                if isinstance(credential, ScramCredential):
-                    upsertions[u.name] = checked, credential
-                else:
-                    refused[u.name] = credential
+        if (mechanism := admit(u.name, u.mechanism)) is not None:
+            credential = _credential(u, mechanism)
+            if isinstance(credential, ScramCredential):
+                upsertions[u.name] = mechanism, credential
             else:
-                refused[u.name] = checked
+                refused[u.name] = credential
     if users is not None and (deletions or upsertions):
         for name, exc in users.alter_scram_credentials(deletions, upsertions).items():
             refused[name] = _store_refusal(exc)
