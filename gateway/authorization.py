@@ -20,12 +20,14 @@ from typing import Any
 from gateway.config import ANONYMOUS_ACCESS, Config
 from gateway.coordination import UserStore
 from gateway.model import (
+    AddToTransaction,
     Append,
     Authenticate,
     AwaitData,
     ClusterForbidden,
     Command,
     CommitOffset,
+    CommitTransactionOffsets,
     CreatePartitions,
     CreateStream,
     CreateTopic,
@@ -37,11 +39,13 @@ from gateway.model import (
     DeleteTopic,
     DescribeGroup,
     DescribeTopic,
+    EndTransaction,
     FetchOffset,
     Forbidden,
     GroupForbidden,
     Heartbeat,
     InitProducer,
+    InitTransaction,
     JoinGroup,
     LeaveGroup,
     ListGroups,
@@ -252,17 +256,34 @@ class Authorizer:
             case ListGroups():
                 if not await self._reads_in(user, cmd.stream):
                     raise ClusterForbidden(_denied(user, "list", "groups"))
+            case AddToTransaction():
+                # Kafka: WRITE on the transactional id (no such resource here: any user who
+                # may send) and on each topic; a group's offsets need reading in its stream.
+                for topic in dict.fromkeys(t for t, _ in cmd.partitions):
+                    await self._topic(user, topic, ("send_messages",), "send to")
+                if cmd.groups and not await self._reads_in(user, None):
+                    raise GroupForbidden(_denied(user, "commit offsets of", repr(cmd.groups)))
+                if not cmd.partitions and not cmd.groups:
+                    await self._may_send(user)
+            case CommitTransactionOffsets():
+                for topic in dict.fromkeys(t for t, _, _, _ in cmd.offsets):
+                    await self._topic(user, topic, ("poll_messages",), "read from")
+            case InitTransaction() | EndTransaction():
+                await self._may_send(user)
             case InitProducer():
-                # Kafka: IDEMPOTENT_WRITE on the cluster, implied by WRITE on any topic.
-                active = user.status is UserStatus.ACTIVE
-                if not (active and _anywhere(user.permissions, "send_messages")):
-                    raise ClusterForbidden(_denied(user, "get", "a producer id"))
+                await self._may_send(user)
             case Stats():
                 if not allowed(user, "read_servers"):
                     raise ClusterForbidden(_denied(user, "read", "server statistics"))
             case _:
                 # A command this table does not know is refused, not waved through.
                 raise ClusterForbidden(_denied(user, "run", cmd.name))
+
+    async def _may_send(self, user: User) -> None:
+        # Kafka: IDEMPOTENT_WRITE on the cluster, implied by WRITE on any topic.
+        active = user.status is UserStatus.ACTIVE
+        if not (active and _anywhere(user.permissions, "send_messages")):
+            raise ClusterForbidden(_denied(user, "get", "a producer id"))
 
     async def _topic(
         self, user: User, topic: Topic, actions: tuple[Action, ...], verb: str

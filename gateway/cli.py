@@ -100,6 +100,14 @@ def _parser() -> argparse.ArgumentParser:
         "--tls", action="store_true",
         help="the started gateway serves TLS beside plaintext: every figure over both",
     )  # fmt: skip
+    kafka.add_argument(
+        "--idempotent", action="store_true", help="idempotent producers (enable.idempotence)"
+    )
+    kafka.add_argument(
+        "--transaction-every", type=int, default=0, metavar="N",
+        help="a transactional producer committing every N messages (and the rest at the end), "
+        "read back read_committed (default 0: no transactions)",
+    )  # fmt: skip
     iggy = bench_sub.add_parser("iggy", help="apache-iggy send and poll in batches")
     iggy.add_argument(
         "--address", default=None, help="host:port to measure (default: start streamgate)"
@@ -296,6 +304,14 @@ def _bench_kafka(args: argparse.Namespace) -> int:
         print("streamgate: --tls measures a gateway it starts: not with --bootstrap",
               file=sys.stderr)  # fmt: skip
         return 2
+    if args.transaction_every < 0:
+        print("streamgate: --transaction-every takes a count of messages (0: off)",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    if (args.idempotent or args.transaction_every) and args.acks != "all":
+        print("streamgate: an idempotent or transactional producer needs --acks all",
+              file=sys.stderr)  # fmt: skip
+        return 2
     with contextlib.ExitStack() as stack:
         cpu = None
         # (transport, bootstrap, client settings) measured one after the other, per size
@@ -319,7 +335,8 @@ def _bench_kafka(args: argparse.Namespace) -> int:
                 result = bench_kafka(
                     bootstrap, message_size=size, messages=args.messages,
                     partitions=args.partitions, acks=args.acks, cpu=cpu,
-                    client_config=client, transport=transport,
+                    client_config=client, transport=transport, idempotent=args.idempotent,
+                    transaction_every=args.transaction_every,
                 )  # fmt: skip
                 print(result.format(), flush=True)
     return 0

@@ -26,11 +26,13 @@ from gateway.backends import (
     NativeProducerIds,
     NativePublisherDedup,
     RecordDeletion,
+    Transactions,
 )
 from gateway.coordination import GroupCoordinator, Groups, ProducerIds, SharedGroups, UserStore
 from gateway.coordination.login_guard import LoginRefused
 from gateway.metrics import Metrics
 from gateway.model import (
+    AddToTransaction,
     Append,
     AppendResult,
     Authenticate,
@@ -39,6 +41,7 @@ from gateway.model import (
     Command,
     CommitOffset,
     CommitOffsetResult,
+    CommitTransactionOffsets,
     CreatePartitions,
     CreateStream,
     CreateTopic,
@@ -53,12 +56,14 @@ from gateway.model import (
     DeleteTopicResult,
     DescribeGroup,
     DescribeTopic,
+    EndTransaction,
     FetchOffset,
     Forbidden,
     GatewayError,
     Heartbeat,
     InitProducer,
     InitProducerResult,
+    InitTransaction,
     InvalidPartitions,
     JoinGroup,
     LeaveGroup,
@@ -220,6 +225,13 @@ class Router:
             _bind(t, InitProducer, backend.init_producer)
         elif backend.capabilities.idempotent_producers:
             _bind(t, InitProducer, self._init_producer)
+        if isinstance(backend, Transactions):
+            # Kafka transactions only where markers, the last stable offset and a durable
+            # coordinator are the backend's (elsewhere Unsupported: the listener refuses).
+            _bind(t, InitTransaction, backend.init_transaction)
+            _bind(t, AddToTransaction, backend.add_to_transaction)
+            _bind(t, CommitTransactionOffsets, backend.commit_transaction_offsets)
+            _bind(t, EndTransaction, backend.end_transaction)
         if isinstance(backend, NativePublisherDedup) and backend.capabilities.publisher_dedup:
             _bind(t, PublisherSequence, backend.publisher_sequence)
         native = isinstance(backend, NativeGroups) and backend.capabilities.native_groups

@@ -13,6 +13,7 @@ from .base import (
     NativePublisherDedup,
     RecordDeletion,
     SharedLogs,
+    Transactions,
 )
 
 __all__ = [
@@ -27,4 +28,5 @@ __all__ = [
     "NativePublisherDedup",
     "RecordDeletion",
     "SharedLogs",
+    "Transactions",
 ]

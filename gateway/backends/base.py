@@ -18,12 +18,16 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import trio
 
 from gateway.model import (
+    AddToTransaction,
+    AddToTransactionResult,
     Append,
     AppendResult,
     AwaitData,
     AwaitDataResult,
     CommitOffset,
     CommitOffsetResult,
+    CommitTransactionOffsets,
+    CommitTransactionOffsetsResult,
     CreatePartitions,
     CreatePartitionsResult,
     CreateStream,
@@ -46,12 +50,15 @@ from gateway.model import (
     DescribeGroupResult,
     DescribeTopic,
     DescribeTopicResult,
+    EndTransaction,
+    EndTransactionResult,
     FetchOffset,
     FetchOffsetResult,
     Heartbeat,
     HeartbeatResult,
     InitProducer,
     InitProducerResult,
+    InitTransaction,
     JoinGroup,
     JoinGroupResult,
     LeaveGroup,
@@ -223,6 +230,21 @@ class NativeProducerIds(Protocol):
     (``capabilities.idempotent_producers``), the same for every gateway in front of it."""
 
     async def init_producer(self, cmd: InitProducer) -> InitProducerResult: ...
+
+
+@runtime_checkable
+class Transactions(Protocol):
+    """A backend where Kafka transactions hold (KIP-98): a coordinator that keeps each
+    transactional id's producer id, epoch and open transaction durably, writes the commit or
+    abort markers, and serves reads by ``Read.isolation`` (the embedded store's own; a Kafka
+    broker's, passed through)."""
+
+    async def init_transaction(self, cmd: InitTransaction) -> InitProducerResult: ...
+    async def add_to_transaction(self, cmd: AddToTransaction) -> AddToTransactionResult: ...
+    async def commit_transaction_offsets(
+        self, cmd: CommitTransactionOffsets
+    ) -> CommitTransactionOffsetsResult: ...
+    async def end_transaction(self, cmd: EndTransaction) -> EndTransactionResult: ...
 
 
 @runtime_checkable

@@ -6,6 +6,11 @@ in a temporary directory (the gateway and the client then share the machine, as 
 does), and stops it by pid at the end. With ``--tls`` that gateway's Kafka listener serves TLS
 beside plaintext (certificates made on the spot by trustme, the test extra), and every figure
 is measured over both, plaintext first, so that the two can be compared from one run.
+
+The producer is plain by default; ``idempotent`` turns on ``enable.idempotence``, and
+``transaction_every`` (N > 0) makes it transactional (KIP-98): a ``transactional.id`` of its own,
+``init_transactions`` before the clock starts, and a transaction committed every N messages (and
+once at the end for the remainder), read back with ``isolation.level=read_committed``.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ class KafkaBenchResult:
     transport: str = "plaintext"  # or "tls"
     message_size: int
     messages: int  # produced at full speed
-    consumed: int  # those plus the ones sent one at a time
+    consumed: int  # those plus the ones sent one at a time (and an idempotent warm-up one)
     produce_seconds: float
     consume_seconds: float
     latency_p50_ms: float  # produce() to delivery report, at full throughput (mostly queueing)
@@ -42,11 +47,27 @@ class KafkaBenchResult:
     # speed and while consuming; None when the endpoint was not started here.
     produce_cpu_s: float | None = None
     consume_cpu_s: float | None = None
+    idempotent: bool = False  # enable.idempotence (a transactional producer is, too)
+    transaction_every: int = 0  # messages per committed transaction; 0: no transactions
+    transactions: int = 0  # committed while producing at full speed
+
+    @property
+    def mode(self) -> str:
+        """How the producer wrote: ``plain``, ``idempotent`` or ``transactional, commit every
+        N`` (its consumer reading committed messages only)."""
+        if self.transaction_every:
+            return f"transactional, commit every {self.transaction_every:,}"
+        return "idempotent" if self.idempotent else "plain"
 
     def format(self) -> str:
         mb = self.messages * self.message_size / 1e6
+        tag = ""
+        if self.transaction_every:
+            tag = f" ({self.mode}: {self.transactions:,} transactions, read_committed)"
+        elif self.idempotent:
+            tag = f" ({self.mode})"
         return (
-            f"kafka {self.transport:<9} {self.message_size:>6} B x {self.messages}: "
+            f"kafka {self.transport:<9} {self.message_size:>6} B x {self.messages}{tag}: "
             f"produce {self.messages / self.produce_seconds:,.0f} msg/s "
             f"({mb / self.produce_seconds:,.1f} MB/s), latency under load p50 "
             f"{self.latency_p50_ms:.1f} ms p99 {self.latency_p99_ms:.1f} ms, one at a time p50 "
@@ -214,10 +235,19 @@ def bench_kafka(
     bootstrap: str, *, message_size: int, messages: int, partitions: int = 1, acks: str = "all",
     singles: int = 2000, cpu: Callable[[], float] | None = None,
     client_config: Mapping[str, str] | None = None, transport: str = "plaintext",
+    idempotent: bool = False, transaction_every: int = 0,
 ) -> KafkaBenchResult:  # fmt: skip
     """Produce ``messages`` at full speed, then ``singles`` (at most ``messages``) one at a
     time, each acknowledged before the next; consume them all from offset 0. Every client gets
-    ``client_config`` too (``security.protocol`` and what goes with it)."""
+    ``client_config`` too (``security.protocol`` and what goes with it).
+
+    ``idempotent``: both producers with ``enable.idempotence`` (``acks`` must be ``all``).
+    ``transaction_every`` > 0: the full-speed producer is transactional, committing every that
+    many messages and the remainder at the end (the one-at-a-time one is idempotent, outside
+    transactions), and the consumer reads with ``isolation.level=read_committed``."""
+    if transaction_every < 0:
+        raise ValueError(f"transaction_every must be 0 (off) or more, not {transaction_every}")
+    transactional = transaction_every > 0
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
@@ -229,6 +259,11 @@ def bench_kafka(
     admin = AdminClient(common)
     admin.create_topics([NewTopic(topic, num_partitions=partitions)])[topic].result(30)
 
+    exactly: dict[str, str | int | float | bool] = {}  # idempotence, or a transactional id
+    if transactional:
+        exactly["transactional.id"] = f"bench-{uuid.uuid4().hex}"  # unique to this run
+    elif idempotent:
+        exactly["enable.idempotence"] = True
     producer = Producer(
         {
             **common,
@@ -237,8 +272,20 @@ def bench_kafka(
             "batch.size": 1_000_000,
             "queue.buffering.max.messages": 2_000_000,
             "queue.buffering.max.kbytes": 2_000_000,
+            **exactly,
         }
     )
+    # The producer's setup, before the clock: its producer id. A transactional producer gets it
+    # in init_transactions; an idempotent one only asks once connected (librdkafka retries on a
+    # 500 ms timer), so the first message waits for it: one is sent and flushed here.
+    warm_up = 0
+    if transactional:
+        producer.init_transactions(30)
+    elif idempotent:
+        producer.produce(topic, b"warm-up")
+        if producer.flush(30):
+            raise RuntimeError("the idempotent producer got no producer id in 30 s")
+        warm_up = 1
     payload = os.urandom(message_size)
     latencies: list[float] = []
     record = latencies.append
@@ -250,24 +297,40 @@ def bench_kafka(
         else:
             record(msg.latency())  # type: ignore[attr-defined]
 
-    produce = producer.produce
+    produce, poll = producer.produce, producer.poll  # (the producer is deleted further on)
+
+    def produce_all(count: int) -> None:
+        for _ in range(count):
+            while True:
+                try:
+                    produce(topic, payload, on_delivery=delivered)
+                    break
+                except BufferError:
+                    poll(0.01)
+
+    transactions = 0
     cpu0 = cpu() if cpu is not None else 0.0
     t0 = time.perf_counter()
-    for _ in range(messages):
-        while True:
-            try:
-                produce(topic, payload, on_delivery=delivered)
-                break
-            except BufferError:
-                producer.poll(0.01)
+    if not transactional:
+        produce_all(messages)
+    else:  # every transaction_every messages, and the remainder
+        for start in range(0, messages, transaction_every):
+            producer.begin_transaction()
+            produce_all(min(transaction_every, messages - start))
+            producer.commit_transaction(120)  # flushes the transaction's messages first
+            transactions += 1
     left = producer.flush(120)
     produce_s = time.perf_counter() - t0
     produce_cpu = cpu() - cpu0 if cpu is not None else None
-    if left or failures:
-        raise RuntimeError(f"{left} messages undelivered, {len(failures)} failed: {failures[:3]}")
+    if left or failures or len(latencies) != messages:
+        raise RuntimeError(
+            f"{left} messages undelivered, {len(failures)} failed "
+            f"({len(latencies)} of {messages} delivered): {failures[:3]}"
+        )
 
     # Round-trip latency without queueing: each message is delivered before the next one.
-    single = Producer({**common, "acks": acks, "linger.ms": 0})
+    idempotence = {"enable.idempotence": True} if idempotent or transactional else {}
+    single = Producer({**common, "acks": acks, "linger.ms": 0, **idempotence})
     one: list[float] = []
     for _ in range(min(singles, messages)):
         t1 = time.perf_counter()
@@ -277,13 +340,14 @@ def bench_kafka(
     one.sort()
     del producer, single  # their librdkafka threads would compete with the consumer
 
-    total = messages + len(one)
+    total = warm_up + messages + len(one)
     # The consumer runs in a fresh process: in this one the producers' threads and a million
     # delivery reports' garbage would be measured along with the gateway.
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(1) as pool:
         cpu0 = cpu() if cpu is not None else 0.0
-        consume_s = pool.apply(_consume, (common, topic, partitions, total))
+        reader = {**common, "isolation.level": "read_committed"} if transactional else common
+        consume_s = pool.apply(_consume, (reader, topic, partitions, total))
         consume_cpu = cpu() - cpu0 if cpu is not None else None
     latencies.sort()
     return KafkaBenchResult(
@@ -299,6 +363,9 @@ def bench_kafka(
         one_p99_ms=_percentile(one, 0.99) * 1000,
         produce_cpu_s=produce_cpu,
         consume_cpu_s=consume_cpu,
+        idempotent=idempotent or transactional,
+        transaction_every=transaction_every,
+        transactions=transactions,
     )
 
 

@@ -15,7 +15,7 @@ from .messages import (
     decode_wire,
 )
 from .names import DEFAULT_STREAM, INTERNAL_PREFIX, MAX_NAME_LENGTH, Topic, check_name, is_internal
-from .options import Acks, OffsetSpec, TopicConfig
+from .options import Acks, Isolation, OffsetSpec, TopicConfig
 from .results import *  # noqa: F403
 from .results import __all__ as _results_all
 
@@ -23,6 +23,7 @@ __all__ = [
     "DEFAULT_STREAM",
     "INTERNAL_PREFIX",
     "Acks",
+    "Isolation",
     "OffsetSpec",
     "TopicConfig",
     "MAX_NAME_LENGTH",

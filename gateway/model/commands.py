@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from . import results as r
 from .messages import MessageBatch
 from .names import Topic
-from .options import Acks, OffsetSpec, TopicConfig
+from .options import Acks, Isolation, OffsetSpec, TopicConfig
 
 R = TypeVar("R")
 
@@ -163,6 +163,10 @@ class Append(Command[r.AppendResult]):
     # not learned (``offset_needed`` is False).
     publisher: str = ""
     publishing_ids: tuple[int, ...] = ()
+    # Set: a Kafka transactional producer's batch (KIP-98), part of the open transaction of
+    # this transactional id, which must already name the partition (``AddToTransaction``);
+    # readers see it once the transaction commits (``Read.isolation``).
+    transactional_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -177,6 +181,60 @@ class InitProducer(Command[r.InitProducerResult]):
     # bumps its epoch itself, on its batches.
     producer_id: int = -1
     producer_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InitTransaction(Command[r.InitProducerResult]):
+    """A transactional producer's id and epoch (Kafka's InitProducerId with a transactional
+    id, KIP-98): a new id at epoch 0 for a new transactional id, else the same id at the next
+    epoch, which fences every earlier instance; an open transaction of the id is aborted
+    first. ``producer_id``/``producer_epoch``: the caller's current ones (KIP-360), or -1."""
+
+    name: ClassVar[str] = "init_transaction"
+    transactional_id: str
+    timeout_ms: int
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AddToTransaction(Command[r.AddToTransactionResult]):
+    """Partitions a transaction writes to (AddPartitionsToTxn) and groups whose offsets it
+    commits (AddOffsetsToTxn); opens the transaction when none is open."""
+
+    name: ClassVar[str] = "add_to_transaction"
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    partitions: tuple[tuple[Topic, int], ...] = ()
+    groups: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommitTransactionOffsets(Command[r.CommitTransactionOffsetsResult]):
+    """A group's offsets committed as part of a transaction (TxnOffsetCommit): they take
+    effect when it commits and are dropped when it aborts."""
+
+    name: ClassVar[str] = "commit_transaction_offsets"
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    group: str
+    stream: str
+    # (topic, partition, the NEXT offset to read, metadata)
+    offsets: tuple[tuple[Topic, int, int, str], ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EndTransaction(Command[r.EndTransactionResult]):
+    """Commit or abort the producer's open transaction (EndTxn): a marker is written to every
+    partition in it, and its offsets are committed or dropped."""
+
+    name: ClassVar[str] = "end_transaction"
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    commit: bool
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -205,6 +263,9 @@ class Read(Command[r.ReadResult]):
     # The store may return whole stored batches that start before ``offset`` (Kafka clients
     # skip such records themselves); translators that cannot must trim.
     whole_batches: bool = False
+    # Around Kafka transactions: CLEAN (the default) never returns an uncommitted or aborted
+    # message nor a marker; the Kafka listener asks for what its client's isolation level says.
+    isolation: Isolation = Isolation.CLEAN
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -226,6 +287,8 @@ class ListOffsets(Command[r.ListOffsetsResult]):
     partition: int
     spec: OffsetSpec
     timestamp_us: int = 0
+    # COMMITTED: LATEST is the last stable offset (Kafka's ListOffsets for read_committed)
+    isolation: Isolation = Isolation.UNCOMMITTED
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -353,11 +416,13 @@ COMMAND_NAMES: tuple[str, ...] = tuple(
 
 __all__ = [
     "COMMAND_NAMES",
+    "AddToTransaction",
     "Append",
     "Authenticate",
     "AwaitData",
     "Command",
     "CommitOffset",
+    "CommitTransactionOffsets",
     "CreatePartitions",
     "CreateStream",
     "CreateTopic",
@@ -369,9 +434,11 @@ __all__ = [
     "DeleteTopic",
     "DescribeGroup",
     "DescribeTopic",
+    "EndTransaction",
     "FetchOffset",
     "Heartbeat",
     "InitProducer",
+    "InitTransaction",
     "JoinGroup",
     "LeaveGroup",
     "ListGroups",

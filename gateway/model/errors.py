@@ -14,6 +14,7 @@ ERROR_TYPES = (
     "offset_out_of_range",
     "sequence_error",
     "group_error",
+    "transaction_state",
     "unauthorized",
     "forbidden",
     "backend_unavailable",
@@ -115,6 +116,22 @@ class SequenceError(GatewayError):
 
 class ProducerFenced(SequenceError):
     pass
+
+
+class TransactionError(GatewayError):
+    """A Kafka transaction command that the transaction's state does not allow (INVALID_TXN_STATE:
+    a transactional batch for a partition not added, EndTxn without an open transaction, a
+    commit after an abort)."""
+
+    error_type = "transaction_state"
+
+
+class UnknownProducer(TransactionError):
+    """No transaction with that transactional id and producer id (INVALID_PRODUCER_ID_MAPPING)."""
+
+
+class TransactionTimeoutInvalid(InvalidRequest):
+    """A transaction timeout above the coordinator's maximum (INVALID_TRANSACTION_TIMEOUT)."""
 
 
 class GroupError(GatewayError):
@@ -252,10 +269,13 @@ __all__ = [
     "Timeout",
     "TopicExists",
     "TopicForbidden",
+    "TransactionError",
+    "TransactionTimeoutInvalid",
     "Unauthorized",
     "UnknownGroup",
     "UnknownMember",
     "UnknownPartition",
+    "UnknownProducer",
     "UnknownStream",
     "UnknownTopic",
     "UnknownUser",

@@ -13,6 +13,21 @@ class Acks(enum.Enum):
     ALL = "all"
 
 
+class Isolation(enum.Enum):
+    """Which stored messages a read returns around Kafka transactions (KIP-98)."""
+
+    # Everything stored, control batches (transaction markers) included: Kafka's
+    # read_uncommitted (Kafka clients skip control batches themselves).
+    UNCOMMITTED = "uncommitted"
+    # Up to the last stable offset (the first offset of the oldest open transaction), with the
+    # aborted transactions the returned range overlaps named in the result: Kafka's
+    # read_committed (the client drops their records and the markers).
+    COMMITTED = "committed"
+    # Up to the last stable offset, without markers and without the batches of aborted
+    # transactions: what every other protocol delivers (it has no way to say "skip these").
+    CLEAN = "clean"
+
+
 class OffsetSpec(enum.Enum):
     EARLIEST = "earliest"
     LATEST = "latest"  # the next offset to be written (high watermark)
@@ -32,4 +47,4 @@ class TopicConfig:
     extra: Mapping[str, str] = field(default_factory=dict)  # settings the gateway only stores
 
 
-__all__ = ["Acks", "OffsetSpec", "TopicConfig"]
+__all__ = ["Acks", "Isolation", "OffsetSpec", "TopicConfig"]

@@ -134,6 +134,12 @@ class ReadResult:
     high_watermark: int
     log_start_offset: int
     waited_s: float = 0.0  # time spent long-polling (kept out of the work latency metric)
+    # The first offset of the oldest open transaction, or the high watermark (-1: the same);
+    # reads that are not UNCOMMITTED stop there.
+    last_stable_offset: int = -1
+    # Isolation.COMMITTED: the aborted transactions the returned range overlaps, as
+    # (producer id, first offset), oldest first (Kafka's Fetch aborted_transactions).
+    aborted: tuple[tuple[int, int], ...] = ()
 
     @property
     def count(self) -> int:
@@ -239,6 +245,21 @@ class InitProducerResult:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AddToTransactionResult:
+    pass
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommitTransactionOffsetsResult:
+    pass
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EndTransactionResult:
+    pass
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PublisherSequenceResult:
     sequence: int
 
@@ -260,10 +281,12 @@ class StatsResult:
 
 
 __all__ = [
+    "AddToTransactionResult",
     "AppendResult",
     "AuthenticateResult",
     "AwaitDataResult",
     "CommitOffsetResult",
+    "CommitTransactionOffsetsResult",
     "CreatePartitionsResult",
     "CreateStreamResult",
     "CreateTopicResult",
@@ -275,6 +298,7 @@ __all__ = [
     "DeleteTopicResult",
     "DescribeGroupResult",
     "DescribeTopicResult",
+    "EndTransactionResult",
     "FetchOffsetResult",
     "GroupInfo",
     "HeartbeatResult",

@@ -39,12 +39,12 @@ _PRODUCE_PARTITION_V5 = struct.Struct(">ihqqq")  # ... log_start_offset (v5+)
 _FETCH_HEAD_V4 = struct.Struct(">iiii")  # size, correlation_id, throttle_time_ms, topic count
 _FETCH_HEAD_V7 = struct.Struct(">iiihii")  # ... error_code, session_id, topic count
 # index, error, high_watermark, last_stable_offset, [log_start_offset v5+], aborted_transactions
-# count (always 0: the gateway has no transactions; an empty array, not null, like the captured
-# Tansu answers), [preferred_read_replica v11, always -1 = fetch from the leader], records length.
-_FETCH_PARTITION_V4 = struct.Struct(">ihqqii")
-_FETCH_PARTITION_V5 = struct.Struct(">ihqqqii")
-_FETCH_PARTITION_V11 = struct.Struct(">ihqqqiii")
-_NO_ABORTED_TRANSACTIONS = 0
+# count (an empty array when none, not null, like the captured Tansu answers), then per aborted
+# transaction producer_id and first_offset (int64 each), [preferred_read_replica v11, always
+# -1 = fetch from the leader], records length.
+_FETCH_PARTITION_V4 = struct.Struct(">ihqqi")
+_FETCH_PARTITION_V5 = struct.Struct(">ihqqqi")
+_ABORTED = struct.Struct(">qq")
 _NO_PREFERRED_REPLICA = -1
 
 
@@ -66,6 +66,8 @@ class FetchPartition(NamedTuple):
     log_start_offset: int = -1  # v5+
     # Written back to back as ONE records field; () is zero-length records, not null.
     records: Sequence[bytes | memoryview] = ()
+    # (producer_id, first_offset) of the aborted transactions the records overlap
+    aborted: Sequence[tuple[int, int]] = ()
 
 
 def encode_produce_response(
@@ -143,26 +145,14 @@ def encode_fetch_response(
                 records_size = 0
                 for piece in p.records:
                     records_size += piece.nbytes if isinstance(piece, memoryview) else len(piece)
-                if version >= 11:
-                    fixed = _FETCH_PARTITION_V11.pack(
-                        p.index,
-                        p.error_code,
-                        p.high_watermark,
-                        p.last_stable_offset,
-                        p.log_start_offset,
-                        _NO_ABORTED_TRANSACTIONS,
-                        _NO_PREFERRED_REPLICA,
-                        records_size,
-                    )
-                elif version >= 5:
+                if version >= 5:
                     fixed = _FETCH_PARTITION_V5.pack(
                         p.index,
                         p.error_code,
                         p.high_watermark,
                         p.last_stable_offset,
                         p.log_start_offset,
-                        _NO_ABORTED_TRANSACTIONS,
-                        records_size,
+                        len(p.aborted),
                     )
                 else:
                     fixed = _FETCH_PARTITION_V4.pack(
@@ -170,9 +160,13 @@ def encode_fetch_response(
                         p.error_code,
                         p.high_watermark,
                         p.last_stable_offset,
-                        _NO_ABORTED_TRANSACTIONS,
-                        records_size,
+                        len(p.aborted),
                     )
+                if p.aborted:
+                    fixed += b"".join([_ABORTED.pack(pid, first) for pid, first in p.aborted])
+                if version >= 11:
+                    fixed += I32_BE.pack(_NO_PREFERRED_REPLICA)
+                fixed += I32_BE.pack(records_size)
                 append(fixed)
                 parts.extend(p.records)
                 size += len(fixed) + records_size

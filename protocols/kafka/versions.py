@@ -15,7 +15,10 @@ flexible encoding. The admin APIs DeleteRecords 0-1, AlterConfigs 0-1, DescribeC
 DescribeLogDirs 1 (kio has no v0 of either; v1 is v0's layout), DeleteGroups 0-1, ElectLeaders
 0-1 (v1 the election type and a top-level error, KIP-460) and IncrementalAlterConfigs 0 are
 non-flexible; so are DescribeAcls, CreateAcls and DeleteAcls 1 (KIP-140/290; kio has no v0,
-librdkafka sends 0-2 and kafka-python 1-3, so both settle on v1). Flexible versions are encoded
+librdkafka sends 0-2 and kafka-python 1-3, so both settle on v1); and the transaction APIs
+AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and TxnOffsetCommit 0-2 (KIP-98; v2 of the first
+three answers PRODUCER_FENCED, KIP-588; v3 is flexible; WriteTxnMarkers, 27, is between brokers
+and not served), advertised only where the backend keeps transactions. Flexible versions are encoded
 by kio, which writes no tagged field it has no value for: we never write one (librdkafka < 2.2
 mis-skips them, §1.4 trap 2). Keys 68, 69, 71 and 72 are never advertised: librdkafka changes
 behaviour as soon as they appear (§1.2).
@@ -49,6 +52,10 @@ class ApiKey(enum.IntEnum):
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
     DELETE_ACLS = 31
@@ -90,6 +97,10 @@ ADVERTISED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         ApiKey.DELETE_TOPICS: (1, 3),
         ApiKey.DELETE_RECORDS: (0, 1),
         ApiKey.INIT_PRODUCER_ID: (0, 4),
+        ApiKey.ADD_PARTITIONS_TO_TXN: (0, 2),
+        ApiKey.ADD_OFFSETS_TO_TXN: (0, 2),
+        ApiKey.END_TXN: (0, 2),
+        ApiKey.TXN_OFFSET_COMMIT: (0, 2),
         ApiKey.DESCRIBE_ACLS: (1, 1),
         ApiKey.CREATE_ACLS: (1, 1),
         ApiKey.DELETE_ACLS: (1, 1),

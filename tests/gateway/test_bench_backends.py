@@ -1,7 +1,8 @@
 """``streamgate bench backends`` once, on a few messages, against a real RabbitMQ and a real Tansu
 started here: each client straight to its broker and through a ``streamgate run`` child on it,
 one table. Structure and counts only (every message published and consumed back both ways); the
-timings are the bench's business."""
+timings are the bench's business. And ``streamgate bench kafka --transaction-every`` on the
+in-process embedded gateway: every message committed and read back, the mode in its line."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from gateway.app import Running
 from gateway.bench.side_by_side import counts_per_size
 from gateway.cli import main
 from tests.helpers.rabbitmq_server import PASSWORD, USER, RabbitMQServer
@@ -76,3 +78,54 @@ def test_one_count_or_one_per_size() -> None:
     assert counts_per_size([100, 1024], [500, 50]) == (500, 50)
     with pytest.raises(ValueError, match="3 message counts for 2 sizes"):
         counts_per_size([100, 1024], [1, 2, 3])
+
+
+def _read_committed(servers: str, prefix: str) -> dict[str, int]:
+    """Per topic whose name starts with ``prefix``: the messages a read_committed consumer reads
+    from offset 0 to the end of its one partition."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    topics = AdminClient({"bootstrap.servers": servers}).list_topics(timeout=10).topics
+    counts: dict[str, int] = {}
+    for topic in (t for t in topics if t.startswith(prefix)):
+        consumer = Consumer({
+            "bootstrap.servers": servers, "group.id": f"count-{topic}",
+            "isolation.level": "read_committed", "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        })  # fmt: skip
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        counts[topic] = 0
+        try:
+            while True:
+                msg = consumer.poll(10)
+                assert msg is not None, f"{topic}: nothing within 10 s after {counts[topic]}"
+                error = msg.error()
+                if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                    break
+                assert error is None, error
+                counts[topic] += 1
+        finally:
+            consumer.close()
+    return counts
+
+
+async def test_kafka_transactional_every_message_committed_and_read(
+    gateway: Running, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host, port = gateway.address("kafka")
+    servers = f"{host}:{port}"
+    # 250 at full speed in transactions of 100 (the last one 50), then 250 one at a time.
+    argv = ["bench", "kafka", "--bootstrap", servers, "--sizes", "100", "--messages", "250",
+            "--transaction-every", "100"]  # fmt: skip
+    with trio.fail_after(20):  # a consumer process of its own; a few seconds
+        code = await trio.to_thread.run_sync(lambda: main(argv), abandon_on_cancel=True)
+        counts = await trio.to_thread.run_sync(
+            lambda: _read_committed(servers, "bench-100-"), abandon_on_cancel=True
+        )
+    assert code == 0
+    out = capsys.readouterr().out.splitlines()  # the in-process gateway logs there too
+    (line,) = [line for line in out if line.startswith("kafka ")]
+    mode = "(transactional, commit every 100: 3 transactions, read_committed)"
+    assert f" 100 B x 250 {mode}: produce " in line
+    assert list(counts.values()) == [250 + 250]  # one topic; every message committed

@@ -18,12 +18,16 @@ from urllib.parse import unquote, urlsplit
 import trio
 
 from gateway.model import (
+    AddToTransaction,
+    AddToTransactionResult,
     Append,
     AppendResult,
     AwaitData,
     AwaitDataResult,
     CommitOffset,
     CommitOffsetResult,
+    CommitTransactionOffsets,
+    CommitTransactionOffsetsResult,
     CreatePartitions,
     CreatePartitionsResult,
     CreateStream,
@@ -42,9 +46,13 @@ from gateway.model import (
     DeleteTopicResult,
     DescribeTopic,
     DescribeTopicResult,
+    EndTransaction,
+    EndTransactionResult,
     FetchOffset,
     FetchOffsetResult,
     GatewayError,
+    InitProducerResult,
+    InitTransaction,
     InvalidRequest,
     ListOffsets,
     ListOffsetsResult,
@@ -78,6 +86,7 @@ from .owner import Listener
 from .partition import LogConfig
 from .producers import EXPIRATION_MS
 from .store import Store
+from .transactions import TransactionCoordinator
 
 
 def embedded_path(url: str) -> Path:
@@ -128,6 +137,8 @@ class EmbeddedBackend:
             max_open_files=max_open_files,
         )
         self._admin = Admin(self.store)
+        self.transactions = TransactionCoordinator(self.store, self.commit_offset)
+        self.store.services.append(self.transactions.run)
         self.capabilities = Capabilities(
             native_groups=False,
             native_offsets=True,
@@ -263,6 +274,10 @@ class EmbeddedBackend:
 
     async def append(self, cmd: Append) -> AppendResult:
         part = self.store.partition(cmd.topic, cmd.partition)
+        if cmd.transactional_id is not None:
+            self.transactions.check_append(
+                cmd.producer_id, cmd.producer_epoch, cmd.topic, cmd.partition
+            )
         try:
             result = await part.append(
                 cmd.batch,
@@ -271,6 +286,7 @@ class EmbeddedBackend:
                 producer_id=cmd.producer_id,
                 producer_epoch=cmd.producer_epoch,
                 base_sequence=cmd.base_sequence,
+                transactional=cmd.transactional_id is not None,
             )
         except StorageError as exc:
             self._storage_failed(exc, part.commit.fsync_failed)
@@ -315,7 +331,7 @@ class EmbeddedBackend:
     async def list_offsets(self, cmd: ListOffsets) -> ListOffsetsResult:
         part = self.store.partition(cmd.topic, cmd.partition)
         await trio.lowlevel.checkpoint()
-        return part.list_offsets(cmd.spec, cmd.timestamp_us)
+        return part.list_offsets(cmd.spec, cmd.timestamp_us, cmd.isolation)
 
     async def commit_offset(self, cmd: CommitOffset) -> CommitOffsetResult:
         self.store.partition(cmd.topic, cmd.partition)
@@ -344,6 +360,22 @@ class EmbeddedBackend:
         key = (cmd.group, cmd.topic.stream, cmd.topic.name, cmd.partition)
         await self.store.durable(self.store.offsets.delete([key]))
         return DeleteOffsetResult()
+
+    # --- transactions (transactions.py) -------------------------------------------------------
+
+    async def init_transaction(self, cmd: InitTransaction) -> InitProducerResult:
+        return await self.transactions.init(cmd)
+
+    async def add_to_transaction(self, cmd: AddToTransaction) -> AddToTransactionResult:
+        return await self.transactions.add(cmd)
+
+    async def commit_transaction_offsets(
+        self, cmd: CommitTransactionOffsets
+    ) -> CommitTransactionOffsetsResult:
+        return await self.transactions.commit_offsets(cmd)
+
+    async def end_transaction(self, cmd: EndTransaction) -> EndTransactionResult:
+        return await self.transactions.end(cmd)
 
     async def stats(self, cmd: Stats) -> StatsResult:
         self.store.check_open()

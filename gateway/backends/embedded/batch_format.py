@@ -8,7 +8,8 @@ All integers little-endian (as in ``sg1``)::
      12   4  crc              u32  CRC32C of every byte after this field (16 .. 12+length)
      16   1  magic            u8   version of this header: 1
      17   1  format_id        u8   how the payload is encoded, see STORED_FORMATS
-     18   2  attributes       u16  reserved, 0
+     18   2  attributes       u16  Kafka transactions: bit 0 transactional, bit 1 control
+                                  (a commit/abort marker), bit 2 commit (of a marker); else 0
      20   4  count            u32  records in the batch (> 0)
      24   8  first_timestamp  i64  µs, of the first record
      32   8  max_timestamp    i64  µs, the largest in the batch
@@ -59,6 +60,11 @@ STORED_FORMATS: Final[dict[int, WireFormat]] = {
     0: batch_codec.FORMAT, 1: KAFKA, 2: IGGY, 3: RABBITMQ_STREAM,
 }  # fmt: skip
 FORMAT_IDS: Final[dict[WireFormat, int]] = {f: i for i, f in STORED_FORMATS.items()}
+
+# Header attributes (what a reader of committed data needs without the payload; txn_index.py).
+ATTR_TRANSACTIONAL: Final = 1
+ATTR_CONTROL: Final = 2
+ATTR_COMMIT: Final = 4
 
 # A payload as the pieces it is written from (os.writev), so stamping never copies it.
 Payload = tuple[bytes | memoryview, ...]
@@ -112,11 +118,12 @@ def pack_header(
     producer_epoch: int,
     base_sequence: int,
     payload: Payload,
+    attributes: int = 0,
 ) -> bytes:
     rest = _REST.pack(
         MAGIC,
         format_id,
-        0,
+        attributes,
         count,
         first_timestamp_us,
         max_timestamp_us,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -21,6 +20,7 @@ from gateway.model import (
     CorruptMessage,
     GatewayError,
     InvalidRequest,
+    Isolation,
     ListOffsetsResult,
     Message,
     MessageBatch,
@@ -35,9 +35,11 @@ from gateway.model import (
 
 from . import batch_codec
 from .batch_format import (
+    ATTR_COMMIT,
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
     FORMAT_IDS,
     MAX_BATCH_BYTES,
-    STORED_FORMATS,
     Payload,
     encode_messages,
     message_size,
@@ -47,9 +49,11 @@ from .batch_format import (
 from .faults import storage_error
 from .files import read_json, write_json
 from .fsync import GroupCommit
+from .partition_read import has_bytes, read_batches, wait_for
 from .producers import Producers
 from .scan import Damage
 from .segment import NO_TIMESTAMP, Segment
+from .txn_index import TxnIndex
 
 SNAPSHOT = "producers.snapshot"
 # Kafka DeleteRecords moves the log start inside a segment: the offset is kept here (Kafka's
@@ -75,13 +79,14 @@ class Partition:
         self.number = number
         self.config = config
         self.segments: list[Segment] = []
-        self._bases: list[int] = []
+        self.bases: list[int] = []
         self.size_bytes = 0
         self.producers = Producers()
+        self.txns = TxnIndex()
         self.commit = GroupCommit(self._collect_dirty)
         self._dirty: dict[int, Segment] = {}
         self._dir_dirty = False
-        self._appended = trio.Event()
+        self.appended = trio.Event()
         self._watchers: set[trio.Event] = set()  # many-partition long polls (``watch``)
         self._gone: Callable[[], GatewayError] | None = None
         self.damage: list[Damage] = []  # damaged ranges recovery skipped when it opened this
@@ -100,7 +105,7 @@ class Partition:
 
     def add_segment(self, seg: Segment) -> None:
         self.segments.append(seg)
-        self._bases.append(seg.base_offset)
+        self.bases.append(seg.base_offset)
         self.size_bytes += seg.size
 
     def close(self) -> None:
@@ -138,12 +143,12 @@ class Partition:
             max_timestamp_us=max(0, max(s.max_ts for s in self.segments)),
         )
 
-    def _check_open(self) -> None:
+    def check_open(self) -> None:
         if self._gone is not None:
             raise self._gone()
 
     def _wake(self) -> None:
-        ev, self._appended = self._appended, trio.Event()
+        ev, self.appended = self.appended, trio.Event()
         ev.set()
         for watcher in self._watchers:
             watcher.set()
@@ -171,8 +176,9 @@ class Partition:
         producer_id: int = -1,
         producer_epoch: int = -1,
         base_sequence: int = -1,
+        transactional: bool = False,
     ) -> AppendResult:
-        self._check_open()
+        self.check_open()
         limit = self.config.max_message_bytes
         wire = batch.wire
         payload: Payload
@@ -222,9 +228,30 @@ class Partition:
             producer_epoch=producer_epoch,
             base_sequence=base_sequence,
             payload=payload,
+            attributes=ATTR_TRANSACTIONAL if transactional else 0,
         )
+        seq = self._write(header, payload, base, count, max_ts, len(header) + payload_size)
+        if producer_id >= 0:
+            self.producers.record(producer_id, producer_epoch, base_sequence, count, base, now_us)
+        if transactional:
+            self.txns.begin(producer_id, base)
+        self._wake()
+        if sync:
+            await self.commit.wait_durable(seq)
+        else:
+            await trio.lowlevel.checkpoint()
+        return AppendResult(
+            base_offset=base,
+            count=count,
+            log_append_time_us=now_us,
+            log_start_offset=self.log_start,
+        )
+
+    def _write(
+        self, header: bytes, payload: Payload, base: int, count: int, max_ts: int, size: int
+    ) -> int:
+        """One batch onto the active segment (rolled first when full): its group-commit seq."""
         seg = self.active
-        size = len(header) + payload_size
         try:
             if seg.size and (
                 self._cut_failed
@@ -240,20 +267,39 @@ class Partition:
             raise storage_error(exc, f"writing {seg.path}.log") from exc
         self.size_bytes += size
         self._dirty[seg.base_offset] = seg
-        seq = self.commit.note_write()
-        if producer_id >= 0:
-            self.producers.record(producer_id, producer_epoch, base_sequence, count, base, now_us)
-        self._wake()
-        if sync:
-            await self.commit.wait_durable(seq)
-        else:
-            await trio.lowlevel.checkpoint()
-        return AppendResult(
+        return self.commit.note_write()
+
+    async def append_marker(
+        self, marker: WireBatch, producer_id: int, producer_epoch: int, commit: bool, now_us: int
+    ) -> int:
+        """A transaction's commit or abort marker (a Kafka control batch), durable on return:
+        the producer's transaction here ends (its offset, or -1 when none was open here)."""
+        self.check_open()
+        if producer_id not in self.txns.open:
+            return -1  # nothing of this transaction here (or its marker is already written)
+        base = self.next_offset
+        attributes = ATTR_TRANSACTIONAL | ATTR_CONTROL | (ATTR_COMMIT if commit else 0)
+        payload = (marker.data,)
+        header = pack_header(
             base_offset=base,
-            count=count,
-            log_append_time_us=now_us,
-            log_start_offset=self.log_start,
+            format_id=FORMAT_IDS[marker.format],
+            count=1,
+            first_timestamp_us=marker.first_timestamp_us,
+            max_timestamp_us=marker.max_timestamp_us,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=-1,
+            payload=payload,
+            attributes=attributes,
         )
+        seq = self._write(
+            header, payload, base, 1, marker.max_timestamp_us, len(header) + len(marker.data)
+        )
+        self.producers.marker(producer_id, producer_epoch, now_us)
+        self.txns.end(producer_id, base, commit)
+        self._wake()
+        await self.commit.wait_durable(seq)
+        return base
 
     def _check_cut(self, seg: Segment) -> None:
         """If even cutting a failed write back failed, the file holds a partial batch past
@@ -275,6 +321,8 @@ class Partition:
         # snapshot that could not be written leaves the older one, which recovery replays from.
         with contextlib.suppress(OSError):
             self.producers.write_snapshot(os.path.join(self.dir, SNAPSHOT), seg.base_offset)
+        with contextlib.suppress(OSError):
+            self.txns.write_snapshot(self.dir, seg.base_offset)
         return seg
 
     def _collect_dirty(self) -> list[int]:
@@ -296,7 +344,7 @@ class Partition:
     # --- read --------------------------------------------------------------------------------
 
     def _check_range(self, offset: int) -> None:
-        self._check_open()
+        self.check_open()
         if not self.log_start <= offset <= self.next_offset:
             raise OffsetOutOfRange(
                 f"offset {offset} outside [{self.log_start}, {self.next_offset}]",
@@ -304,84 +352,53 @@ class Partition:
                 log_end=self.next_offset,
             )
 
+    @property
+    def stable(self) -> int:
+        """The last stable offset: reads of committed data stop there."""
+        return self.txns.stable(self.next_offset) if self.txns.open else self.next_offset
+
+    def visible(self, isolation: Isolation) -> int:
+        return self.next_offset if isolation is Isolation.UNCOMMITTED else self.stable
+
     async def read(self, cmd: Read) -> ReadResult:
         self._check_range(cmd.offset)
         waited = 0.0
-        if cmd.max_wait_ms > 0 and not self._has_bytes(cmd.offset, cmd.min_bytes):
-            waited = await self._wait(cmd.offset, cmd.min_bytes, cmd.max_wait_ms)
+        isolation = cmd.isolation
+        if cmd.max_wait_ms > 0 and not has_bytes(self, cmd.offset, cmd.min_bytes, isolation):
+            waited = await wait_for(self, cmd.offset, cmd.min_bytes, cmd.max_wait_ms, isolation)
             self._check_range(cmd.offset)
         else:
             # Cancellable, but no trip through the scheduler: a fetch reads up to thousands of
             # partitions in a row, and the listener yields when it writes the answer.
             await trio.lowlevel.checkpoint_if_cancelled()
         batches: tuple[MessageBatch, ...] = ()
-        if cmd.offset < self.next_offset:  # a consumer polling at the end costs no I/O
-            batches = self._read(cmd.offset, cmd.max_messages, cmd.max_bytes, cmd.whole_batches)
+        end = self.visible(isolation)
+        if cmd.offset < end:  # a consumer polling at the end costs no I/O
+            batches = read_batches(
+                self, cmd.offset, cmd.max_messages, cmd.max_bytes, cmd.whole_batches, end, isolation
+            )
+        aborted: tuple[tuple[int, int], ...] = ()
+        if isolation is Isolation.COMMITTED and self.txns.aborted and batches:
+            last = batches[-1]
+            upto = (last.wire.base_offset + last.wire.count) if last.wire else end
+            aborted = self.txns.aborted_between(cmd.offset, upto)
         return ReadResult(
             batches=batches,
             high_watermark=self.next_offset,
             log_start_offset=self.log_start,
             waited_s=waited,
+            last_stable_offset=self.stable,
+            aborted=aborted,
         )
 
-    def _has_bytes(self, offset: int, min_bytes: int) -> bool:
-        if self.next_offset <= offset:
-            return False
-        if min_bytes <= 1:
-            return True
-        i = max(0, bisect_right(self._bases, offset) - 1)
-        seg = self.segments[i]
-        available = seg.size - seg.locate(offset) + sum(s.size for s in self.segments[i + 1 :])
-        return available >= min_bytes
-
-    async def _wait(self, offset: int, min_bytes: int, max_wait_ms: int) -> float:
-        start = trio.current_time()
-        with trio.move_on_at(start + max_wait_ms / 1000):
-            while True:
-                await self._appended.wait()
-                self._check_open()
-                if offset < self.log_start or self._has_bytes(offset, min_bytes):
-                    break
-        return trio.current_time() - start
-
-    def _read(
-        self, offset: int, max_messages: int, max_bytes: int, whole: bool
-    ) -> tuple[MessageBatch, ...]:
-        out: list[MessageBatch] = []
-        i = max(0, bisect_right(self._bases, offset) - 1)
-        pos = self.segments[i].locate(offset)
-        while i < len(self.segments) and max_messages > 0 and (max_bytes > 0 or not out):
-            seg = self.segments[i]
-            for h, payload in seg.read(pos, max_bytes, max_messages, force=not out):
-                wire = WireBatch(
-                    format=STORED_FORMATS[h.format_id],
-                    data=payload,
-                    count=h.records,
-                    base_offset=h.base_offset,
-                    first_timestamp_us=h.first_timestamp_us,
-                    max_timestamp_us=h.max_timestamp_us,
-                )
-                skip = max(0, offset - h.base_offset)
-                take = min(h.records - skip, max_messages)
-                if whole or (skip == 0 and take == h.records):
-                    out.append(MessageBatch(wire=wire))
-                else:  # the client asked from inside the batch, or for fewer records
-                    out.append(MessageBatch(wire.format.decode(wire)[skip : skip + take]))
-                max_messages -= take
-                max_bytes -= h.size
-                pos += h.size
-            if pos < seg.size:
-                break  # a budget ran out inside this segment: the next one must wait
-            i += 1
-            pos = 0
-        return tuple(out)
-
-    def list_offsets(self, spec: OffsetSpec, timestamp_us: int) -> ListOffsetsResult:
-        self._check_open()
+    def list_offsets(
+        self, spec: OffsetSpec, timestamp_us: int, isolation: Isolation = Isolation.UNCOMMITTED
+    ) -> ListOffsetsResult:
+        self.check_open()
         if spec is OffsetSpec.EARLIEST:
             return ListOffsetsResult(offset=self.log_start)
         if spec is OffsetSpec.LATEST:
-            return ListOffsetsResult(offset=self.next_offset)
+            return ListOffsetsResult(offset=self.visible(isolation))
         if spec is OffsetSpec.TIMESTAMP:
             for seg in self.segments:
                 found = seg.find_timestamp(timestamp_us)
@@ -411,11 +428,13 @@ class Partition:
                 break
             self._delete_first()
             dropped += 1
+        if dropped:
+            self.txns.trim(self.log_start)
         return dropped
 
     def _delete_first(self) -> None:
         seg = self.segments.pop(0)
-        self._bases.pop(0)
+        self.bases.pop(0)
         self._dirty.pop(seg.base_offset, None)
         self.size_bytes -= seg.size
         seg.delete()
@@ -424,7 +443,7 @@ class Partition:
     def delete_before(self, offset: int) -> int:
         """Kafka DeleteRecords: records below ``offset`` (-1: the high watermark) are gone; the
         new log start is returned. Raises OffsetOutOfRange past the high watermark."""
-        self._check_open()
+        self.check_open()
         if offset == -1:
             offset = self.next_offset
         if not 0 <= offset <= self.next_offset:
@@ -439,12 +458,13 @@ class Partition:
         self._start_floor = offset
         while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
             self._delete_first()
+        self.txns.trim(self.log_start)
         self._wake()
         return self.log_start
 
     def purge(self) -> None:
         """Drop every message; the next append gets the offset it would have had anyway."""
-        self._check_open()
+        self.check_open()
         if self.active.size:
             # The new, empty segment exists before any old one is deleted: a crash in between
             # leaves the old data readable, never a log without its next offset.
@@ -453,6 +473,8 @@ class Partition:
         while len(self.segments) > 1:
             self._delete_first()
         self.producers.write_snapshot(os.path.join(self.dir, SNAPSHOT), self.next_offset)
+        self.txns.trim(self.next_offset)
+        self.txns.write_snapshot(self.dir, self.next_offset)
         self._wake()
 
 

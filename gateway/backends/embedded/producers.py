@@ -35,7 +35,7 @@ import crc32c
 
 from gateway.model import InvalidRequest, ProducerFenced, SequenceError
 
-from .batch_format import BatchHeader
+from .batch_format import ATTR_CONTROL, BatchHeader
 
 KEEP_BATCHES: Final = 5
 EXPIRATION_MS: Final = 24 * 3600 * 1000  # Kafka's producer.id.expiration.ms default (KIP-854)
@@ -106,8 +106,18 @@ class Producers:
         state.batches.append((base_sequence, count, base_offset))
         state.last_append_us = now_us
 
+    def marker(self, producer_id: int, epoch: int, now_us: int) -> None:
+        """A transaction marker of the producer's (no sequence of its own): a newer epoch
+        fences the older one here too, and starts its sequences afresh, as Kafka's."""
+        state = self.states.get(producer_id)
+        if state is None or epoch > state.epoch:
+            state = self.states[producer_id] = ProducerState(epoch, now_us)
+        state.last_append_us = now_us
+
     def replay(self, h: BatchHeader, now_us: int) -> None:
-        if h.producer_id >= 0:
+        if h.attributes & ATTR_CONTROL:
+            self.marker(h.producer_id, h.producer_epoch, now_us)
+        elif h.producer_id >= 0:
             self.record(
                 h.producer_id, h.producer_epoch, h.base_sequence, h.records, h.base_offset, now_us
             )

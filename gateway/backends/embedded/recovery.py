@@ -25,6 +25,7 @@ from .partition import SNAPSHOT, LogConfig, Partition
 from .producers import Producers
 from .scan import Damage, ScanReport, repair
 from .segment import Segment, segment_name
+from .txn_index import TxnIndex
 
 log = structlog.get_logger()
 
@@ -124,12 +125,24 @@ def _rebuild_producers(part: Partition, tail: list[BatchHeader], now_us: int) ->
     start = part.log_start
     if snap is not None and snap[1] <= part.next_offset:
         part.producers, start = snap
-    for seg in part.segments[:-1]:  # sealed segments after the snapshot: a header walk
-        if seg.next_offset > start:
-            for _, h in seg.walk():
-                if h.base_offset >= start:
-                    part.producers.replay(h, now_us)
-            seg.close()
-    for h in tail:
+    # Transactions (txn_index.py): their own snapshot, written beside the producers' one.
+    txn_snap = TxnIndex.read_snapshot(part.dir)
+    txn_start = part.log_start
+    if txn_snap is not None and txn_snap[1] <= part.next_offset:
+        part.txns, txn_start = txn_snap
+
+    def replay(h: BatchHeader) -> None:
         if h.base_offset >= start:
             part.producers.replay(h, now_us)
+        if h.base_offset >= txn_start and h.attributes:
+            part.txns.replay(h)
+
+    first = min(start, txn_start)
+    for seg in part.segments[:-1]:  # sealed segments after the snapshots: a header walk
+        if seg.next_offset > first:
+            for _, h in seg.walk():
+                replay(h)
+            seg.close()
+    for h in tail:
+        replay(h)
+    part.txns.trim(part.log_start)

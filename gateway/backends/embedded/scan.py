@@ -40,7 +40,8 @@ from .files import fsync_dir
 
 _CHUNK: Final = 4 << 20
 _MAX_RELATIVE: Final = 0xFFFFFFFF
-# magic, a stored format id, attributes 0: where a header may start, 16 bytes before a match.
+# magic, a stored format id, attributes 0..7 (u16 LE): where a header may start, 16 bytes
+# before a match.
 # A lookahead, so matches may overlap: a CRC whose last byte is the magic (01 01 00 00 ...) must
 # not hide the real header one byte later.
 _CANDIDATE: Final = re.compile(
@@ -48,7 +49,7 @@ _CANDIDATE: Final = re.compile(
     + re.escape(bytes([MAGIC]))
     + b"["
     + re.escape(bytes(sorted(STORED_FORMATS)))
-    + b"]\x00\x00)"
+    + b"][\x00-\x07]\x00)"
 )
 _MAGIC_AT: Final = 16
 

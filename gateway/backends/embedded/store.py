@@ -9,7 +9,7 @@ policy, and frees the lock last.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 import structlog
 import trio
@@ -60,6 +60,8 @@ class Store:
         self.lock = trio.Lock()  # serialises metadata changes (they await file work)
         self.ownership: owner.Ownership | None = None  # the directory's lock, while open
         self._nursery: trio.Nursery | None = None
+        # Started (``nursery.start``) once the store is open, before it reports started.
+        self.services: list[Callable[..., Awaitable[None]]] = []
         self.health = StorageHealth()  # writable or not, damage found by recovery
 
     def now_us(self) -> int:
@@ -100,6 +102,10 @@ class Store:
                     nursery.start_soon(self._flush_loop)
                 nursery.start_soon(self._retention_loop)
                 self._nursery = nursery
+                # What must run on the open store before anyone is served (the transaction
+                # coordinator finishing decided transactions), then beside it.
+                for task in self.services:
+                    await nursery.start(task)
                 task_status.started()
                 await trio.sleep_forever()
         finally:

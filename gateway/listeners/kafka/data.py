@@ -14,6 +14,9 @@ from gateway.model import (
     AwaitData,
     GatewayError,
     InitProducer,
+    InitTransaction,
+    InvalidRequest,
+    Isolation,
     ListOffsets,
     MessageBatch,
     OffsetOutOfRange,
@@ -34,6 +37,8 @@ from protocols.kafka.hot import (
 )
 
 _ACKS = {0: Acks.NONE, 1: Acks.LEADER, -1: Acks.ALL}
+# Fetch v4+ / ListOffsets v2+ isolation_level: 0 read_uncommitted, 1 read_committed (KIP-98)
+_ISOLATION = {0: Isolation.UNCOMMITTED, 1: Isolation.COMMITTED}
 
 
 # --- Produce -------------------------------------------------------------------------------------
@@ -42,6 +47,7 @@ _ACKS = {0: Acks.NONE, 1: Acks.LEADER, -1: Acks.ALL}
 async def produce(session: Session, req: KafkaRequest) -> bytes | None:
     body = req.body
     acks = _ACKS.get(body.acks)
+    transactions = session.router.supports(InitTransaction)
     failed: list[str] = []
     topics: list[tuple[str, list[ProducePartition]]] = []
     for topic in body.topic_data:
@@ -49,10 +55,12 @@ async def produce(session: Session, req: KafkaRequest) -> bytes | None:
         for p in topic.partition_data:
             if acks is None:
                 code, base, start = ErrorCode.invalid_required_acks, -1, -1
-            elif body.transactional_id is not None:
+            elif body.transactional_id is not None and not transactions:
                 code, base, start = ErrorCode.transactional_id_authorization_failed, -1, -1
             else:
-                code, base, start = await _append(session, topic.name, p.index, p.records, acks)
+                code, base, start = await _append(
+                    session, topic.name, p.index, p.records, acks, body.transactional_id
+                )
             if code is not ErrorCode.none:
                 failed.append(f"{topic.name}[{p.index}]: {code.name}")
             parts.append(ProducePartition(p.index, code.value, base, -1, start))
@@ -67,7 +75,12 @@ async def produce(session: Session, req: KafkaRequest) -> bytes | None:
 
 
 async def _append(
-    session: Session, name: str, partition: int, records: bytes | None, acks: Acks
+    session: Session,
+    name: str,
+    partition: int,
+    records: bytes | None,
+    acks: Acks,
+    transactional_id: str | None,
 ) -> tuple[ErrorCode, int, int]:
     router = session.router
     assert session.ctx is not None
@@ -76,6 +89,8 @@ async def _append(
         wire, header = tr.produce_batch(
             records, max_batch_size=router.backend.capabilities.max_message_bytes + 1024
         )
+        if header.is_transactional and transactional_id is None:
+            raise InvalidRequest("a transactional batch needs the request's transactional id")
         if tr.WIRE_FORMAT in router.backend.capabilities.wire_formats:
             batch = MessageBatch(wire=wire)
         else:
@@ -89,6 +104,7 @@ async def _append(
                 producer_id=header.producer_id,
                 producer_epoch=header.producer_epoch,
                 base_sequence=header.base_sequence,
+                transactional_id=transactional_id if header.is_transactional else None,
             ),
             session.ctx,
         )
@@ -106,6 +122,7 @@ async def fetch(session: Session, req: KafkaRequest) -> bytes:
     max_wait_ms = max(0, tr.millis(body.max_wait))
     min_bytes = max(1, body.min_bytes)
     max_bytes = getattr(body, "max_bytes", 0x7FFFFFFF)
+    isolation = _ISOLATION.get(body.isolation_level, Isolation.UNCOMMITTED)
     wanted = [
         (t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
         for t in body.topics
@@ -113,7 +130,7 @@ async def fetch(session: Session, req: KafkaRequest) -> bytes:
     ]
     deadline = trio.current_time() + max_wait_ms / 1000
     while True:
-        results, size, failed = await _read_all(session, wanted, max_bytes)
+        results, size, failed = await _read_all(session, wanted, max_bytes, isolation)
         remaining_ms = int((deadline - trio.current_time()) * 1000)
         if size >= min_bytes or failed or remaining_ms <= 0 or not wanted:
             break
@@ -132,7 +149,10 @@ async def fetch(session: Session, req: KafkaRequest) -> bytes:
 
 
 async def _read_all(
-    session: Session, wanted: list[tuple[str, int, int, int]], max_bytes: int
+    session: Session,
+    wanted: list[tuple[str, int, int, int]],
+    max_bytes: int,
+    isolation: Isolation,
 ) -> tuple[list[FetchPartition], int, bool]:
     assert session.ctx is not None
     stream = session.settings.stream
@@ -152,6 +172,7 @@ async def _read_all(
                     # Over the response budget: no records, but the offsets are still reported.
                     max_messages=1_000_000 if budget > 0 or not total else 0,
                     whole_batches=True,
+                    isolation=isolation,
                 ),
                 session.ctx,
             )
@@ -173,8 +194,11 @@ async def _read_all(
         size = sum(map(len, pieces))
         total += size
         hw = result.high_watermark
+        lso = hw if result.last_stable_offset < 0 else result.last_stable_offset
         out.append(
-            FetchPartition(partition, ErrorCode.none, hw, hw, result.log_start_offset, pieces)
+            FetchPartition(
+                partition, ErrorCode.none, hw, lso, result.log_start_offset, pieces, result.aborted
+            )
         )
     return out, total, failed
 
@@ -208,6 +232,7 @@ _BY_TIME = frozenset({OffsetSpec.TIMESTAMP, OffsetSpec.MAX_TIMESTAMP})
 async def list_offsets(session: Session, req: KafkaRequest) -> Any:
     assert session.ctx is not None
     stream = session.settings.stream
+    isolation = _ISOLATION.get(getattr(req.body, "isolation_level", 0), Isolation.UNCOMMITTED)
     topics = []
     for t in req.body.topics:
         parts = []
@@ -221,6 +246,7 @@ async def list_offsets(session: Session, req: KafkaRequest) -> Any:
                         partition=p.partition_index,
                         spec=spec,
                         timestamp_us=max(ts, 0) * 1000,
+                        isolation=isolation,
                     ),
                     session.ctx,
                 )
@@ -255,28 +281,46 @@ async def list_offsets(session: Session, req: KafkaRequest) -> Any:
 
 async def init_producer_id(session: Session, req: KafkaRequest) -> Any:
     b = req.body
-    if b.transactional_id is not None:
-        # Transactions are not implemented; idempotence alone needs no transactional id.
-        session.conn.log.info("transactional producer refused", id=b.transactional_id)
-        return _no_producer(session, req, ErrorCode.transactional_id_authorization_failed)
     # v3+ (KIP-360) may name the producer's current id and epoch: both or neither, as Kafka's
     # KafkaApis.handleInitProducerIdRequest checks (INVALID_REQUEST otherwise).
     producer_id = getattr(b, "producer_id", -1)
     producer_epoch = getattr(b, "producer_epoch", -1)
     if (producer_id == -1) != (producer_epoch == -1):
         return _no_producer(session, req, ErrorCode.invalid_request)
+    cmd: InitProducer | InitTransaction
+    if b.transactional_id is None:
+        cmd = InitProducer(producer_id=producer_id, producer_epoch=producer_epoch)
+    elif session.router.supports(InitTransaction):
+        cmd = InitTransaction(
+            transactional_id=b.transactional_id,
+            timeout_ms=tr.millis(b.transaction_timeout),
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+        )
+    else:
+        # No transactions on this backend (README): Kafka's refusal, fatal to the producer.
+        session.conn.log.info("transactional producer refused", id=b.transactional_id)
+        return _no_producer(session, req, ErrorCode.transactional_id_authorization_failed)
     assert session.ctx is not None
     try:
-        result = await session.router.execute(
-            InitProducer(producer_id=producer_id, producer_epoch=producer_epoch), session.ctx
-        )
+        result = await session.router.execute(cmd, session.ctx)
     except GatewayError as exc:
-        return _no_producer(session, req, tr.error_code(exc, group=True))
+        return _no_producer(session, req, txn_error_code(exc, req.api_version))
     return session.respond(
         req,
         {"throttle_time": 0, "error_code": ErrorCode.none, "producer_id": result.producer_id,
          "producer_epoch": result.producer_epoch},
     )  # fmt: skip
+
+
+def txn_error_code(exc: GatewayError, version: int, fenced_from: int = 4) -> ErrorCode:
+    """A transaction API's error: a fenced producer is PRODUCER_FENCED from the version that
+    has it (KIP-588: InitProducerId v4, EndTxn/AddPartitionsToTxn v2..), before it
+    INVALID_PRODUCER_EPOCH; an unavailable backend makes the client find its coordinator again."""
+    code = tr.error_code(exc, group=True)
+    if code is ErrorCode.invalid_producer_epoch and version >= fenced_from:
+        return ErrorCode.producer_fenced
+    return code
 
 
 def _no_producer(session: Session, req: KafkaRequest, code: ErrorCode) -> Any:
@@ -285,4 +329,4 @@ def _no_producer(session: Session, req: KafkaRequest, code: ErrorCode) -> Any:
     )
 
 
-__all__ = ["fetch", "init_producer_id", "list_offsets", "produce"]
+__all__ = ["fetch", "init_producer_id", "list_offsets", "produce", "txn_error_code"]

@@ -19,6 +19,7 @@ from gateway.model import (
     Forbidden,
     GatewayError,
     Heartbeat,
+    InitTransaction,
     JoinGroup,
     LeaveGroup,
     ListGroups,
@@ -43,9 +44,11 @@ def _generation(body: Any) -> int:
 
 async def find_coordinator(session: Session, req: KafkaRequest) -> Any:
     key_type = getattr(req.body, "key_type", 0)
+    if key_type == 1 and session.router.supports(InitTransaction):
+        key_type = 0  # a transaction coordinator: this gateway too
     if key_type != 0:
-        # A transaction coordinator (1): transactions are not implemented. The retriable
-        # COORDINATOR_NOT_AVAILABLE had clients ask again for ever (librdkafka until
+        # A transaction coordinator (1) on a backend without transactions (README). The
+        # retriable COORDINATOR_NOT_AVAILABLE had clients ask again for ever (librdkafka until
         # init_transactions() timed out, 17,628 requests in one run); this error is fatal to a
         # transactional producer in librdkafka (rd_kafka_txn_handle_FindCoordinator), the Java
         # client and kafka-python alike, and is what InitProducerId answers the same producer.

@@ -22,8 +22,9 @@ from gateway.listeners.kafka import handshake as kafka_handshake
 from gateway.listeners.kafka import logs as kafka_logs
 from gateway.listeners.kafka import replicas as kafka_replicas
 from gateway.listeners.kafka import scram_admin as kafka_scram
+from gateway.listeners.kafka import transactions as kafka_txn
 from gateway.listeners.kafka.session import ApiHandlers, KafkaSettings, Session
-from gateway.model import DeleteGroup, DeleteRecords, InitProducer
+from gateway.model import DeleteGroup, DeleteRecords, InitProducer, InitTransaction
 from gateway.router import Router
 from protocols._wire import NEED_DATA, RemoteProtocolError
 from protocols.kafka.framing import (
@@ -60,6 +61,10 @@ HANDLERS: ApiHandlers = {
     ApiKey.FETCH: kafka_data.fetch,
     ApiKey.LIST_OFFSETS: kafka_data.list_offsets,
     ApiKey.INIT_PRODUCER_ID: kafka_data.init_producer_id,
+    ApiKey.ADD_PARTITIONS_TO_TXN: kafka_txn.add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: kafka_txn.add_offsets_to_txn,
+    ApiKey.END_TXN: kafka_txn.end_txn,
+    ApiKey.TXN_OFFSET_COMMIT: kafka_txn.txn_offset_commit,
     ApiKey.FIND_COORDINATOR: kafka_groups.find_coordinator,
     ApiKey.JOIN_GROUP: kafka_groups.join_group,
     ApiKey.SYNC_GROUP: kafka_groups.sync_group,
@@ -71,6 +76,12 @@ HANDLERS: ApiHandlers = {
     ApiKey.LIST_GROUPS: kafka_groups.list_groups,
     ApiKey.DELETE_GROUPS: kafka_groups.delete_groups,
 }
+_TXN_KEYS = (
+    ApiKey.ADD_PARTITIONS_TO_TXN,
+    ApiKey.ADD_OFFSETS_TO_TXN,
+    ApiKey.END_TXN,
+    ApiKey.TXN_OFFSET_COMMIT,
+)
 _BEFORE_AUTH = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
 
@@ -87,6 +98,11 @@ class KafkaService:
             # not to offer InitProducerId (librdkafka: "idempotent producer not supported by
             # broker"; the Java client likewise), rather than grant an id that promises it.
             del self.versions[ApiKey.INIT_PRODUCER_ID]
+        if not router.supports(InitTransaction):
+            # No transactions on this backend (README): the transaction APIs are not offered,
+            # and FindCoordinator / InitProducerId refuse a transactional id with Kafka's error.
+            for key in _TXN_KEYS:
+                del self.versions[key]
         if not router.supports(DeleteGroup):  # groups shared through a log cannot be deleted
             del self.versions[ApiKey.DELETE_GROUPS]
         if not router.supports(DeleteRecords):  # RabbitMQ Stream, Iggy: no log start to move

@@ -21,6 +21,7 @@ backend -> Iggy keeps every field; Kafka consumers reading such records see them
 from __future__ import annotations
 
 import re
+import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import timedelta
@@ -132,6 +133,42 @@ def _first_base(data: bytes) -> int:
 
 
 WIRE_FORMAT: Final = WireFormat(name="kafka", decode=decode_wire)
+
+
+def control_batch(
+    *, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, now_us: int
+) -> WireBatch:
+    """A transaction marker as Kafka's coordinator has it written (KIP-98): one control batch
+    (transactional and control bits set, base sequence -1) of one record, key ``int16 version
+    0, int16 type`` (0 abort, 1 commit), value ``int16 version 0, int32 coordinator epoch``.
+    Kafka clients skip it; readers stamp its offset as for any stored Kafka batch."""
+    now_ms = now_us // 1000
+    data = encode_batch(
+        [
+            Record(
+                offset_delta=0,
+                timestamp_delta=0,
+                key=_MARKER_KEY.pack(0, 1 if commit else 0),
+                value=_MARKER_VALUE.pack(0, coordinator_epoch),
+            )
+        ],
+        base_timestamp_ms=now_ms,
+        transactional=True,
+        control=True,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+    )
+    return WireBatch(
+        format=WIRE_FORMAT,
+        data=data,
+        count=1,
+        first_timestamp_us=now_ms * 1000,
+        max_timestamp_us=now_ms * 1000,
+    )
+
+
+_MARKER_KEY: Final = struct.Struct(">hh")
+_MARKER_VALUE: Final = struct.Struct(">hi")
 
 
 def _header_value(h: Header) -> bytes | None:
@@ -285,6 +322,7 @@ __all__ = [
     "check_topic_name",
     "config_entries",
     "config_settings",
+    "control_batch",
     "decode_wire",
     "encode_append",
     "encode_messages",

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.schema.response_header.v0.header import ResponseHeader
-from kio.schema.types import BrokerId, TopicName
+from kio.schema.types import BrokerId, ProducerId, TopicName
 from kio.serial import entity_reader, entity_writer
 from kio.serial.readers import tz_aware_from_i64
 from kio.static.primitive import Records, i32, i32Timedelta, i64
@@ -120,7 +120,10 @@ def kio_fetch(
             "error_code": ErrorCode(p.error_code),
             "high_watermark": i64(p.high_watermark),
             "last_stable_offset": i64(p.last_stable_offset),
-            "aborted_transactions": (),
+            "aborted_transactions": tuple(
+                m.AbortedTransaction(producer_id=ProducerId(pid), first_offset=i64(first))
+                for pid, first in p.aborted
+            ),
             "records": Records(b"".join(p.records)),
         }
         if version >= 5:
@@ -187,6 +190,7 @@ def fetch_args(message: Any) -> tuple[FetchTopics, dict[str, int]]:
                     last_stable_offset=p.last_stable_offset,
                     log_start_offset=getattr(p, "log_start_offset", -1),  # v5+
                     records=(p.records,) if p.records else (),
+                    aborted=tuple((a.producer_id, a.first_offset) for a in p.aborted_transactions),
                 )
                 for p in topic.partitions
             ],
@@ -205,10 +209,10 @@ def unreproduced(message: Any) -> str | None:
     """What in a Fetch response our encoder deliberately never writes, if anything."""
     for topic in message.responses:
         for p in topic.partitions:
-            if p.aborted_transactions != ():
-                # Null (a broker may send it to a read_uncommitted consumer) or a non-empty list:
-                # the gateway has no transactions and always writes an empty array.
-                return f"aborted_transactions={p.aborted_transactions!r}"
+            if p.aborted_transactions is None:
+                # Null (a broker may send it to a read_uncommitted consumer): the gateway writes
+                # an empty array when there is no aborted transaction to name.
+                return "null aborted_transactions"
             if getattr(p, "preferred_read_replica", -1) != -1:
                 return f"preferred_read_replica={p.preferred_read_replica}"  # no follower fetch
             if p.records is None:
@@ -266,6 +270,7 @@ fetch_partitions = st.builds(
     last_stable_offset=offsets,
     log_start_offset=offsets,
     records=st.lists(pieces, max_size=4).map(tuple),
+    aborted=st.lists(st.tuples(offsets, offsets), max_size=3).map(tuple),
 )
 produce_topics = st.lists(st.tuples(names, st.lists(produce_partitions, max_size=5)), max_size=4)
 fetch_topics = st.lists(st.tuples(names, st.lists(fetch_partitions, max_size=5)), max_size=4)

@@ -1,6 +1,6 @@
 """Answers real clients act on (issue 20): ListOffsets by max timestamp (KIP-734), a
-transactional producer's FindCoordinator, the broker's listener configs (their sources, types
-and read-only flags), a configured node id."""
+transactional producer's FindCoordinator on a backend without transactions, the broker's
+listener configs (their sources, types and read-only flags), a configured node id."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ from kafka.structs import TopicPartition as KpTopicPartition  # type: ignore[imp
 
 from gateway.app import Running
 from tests.conftest import gateway_config, start_gateway
+from tests.helpers.iggy_upstream import front_gateway, upstream_gateway
 
 from .conftest import bootstrap, in_thread
 
@@ -78,8 +79,18 @@ async def test_list_offsets_max_timestamp_kafka_python(gateway: Running) -> None
     assert await in_thread(lookup) == (1, _TIMESTAMPS_MS[1])
 
 
-async def test_transactional_producer_fails_fast_confluent(gateway: Running) -> None:
-    servers = bootstrap(gateway)
+@pytest.fixture
+async def iggy_backed(tmp_path: Path) -> AsyncIterator[Running]:
+    """A gateway on the Iggy backend: a backend without transactions (README)."""
+    async with (
+        upstream_gateway(tmp_path / "upstream") as upstream,
+        front_gateway(tmp_path / "front", upstream.address("iggy")) as front,
+    ):
+        yield front
+
+
+async def test_transactional_producer_fails_fast_confluent(iggy_backed: Running) -> None:
+    servers = bootstrap(iggy_backed)
 
     def init() -> KafkaError:
         p = Producer({"bootstrap.servers": servers, "transactional.id": "tx-1"})
@@ -89,13 +100,15 @@ async def test_transactional_producer_fails_fast_confluent(gateway: Running) -> 
         return err
 
     err = await in_thread(init)
-    # Fatal, and saying why, instead of COORDINATOR_NOT_AVAILABLE retried until the timeout.
-    assert err.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, err
+    # Fatal at once, and saying why, instead of COORDINATOR_NOT_AVAILABLE retried until the
+    # timeout: the transaction APIs are not in ApiVersions, which librdkafka checks first.
+    assert err.code() == KafkaError._UNSUPPORTED_FEATURE, err
+    assert "Transactions not supported" in err.str(), err
     assert err.fatal(), err
 
 
-async def test_transactional_producer_fails_fast_kafka_python(gateway: Running) -> None:
-    servers = bootstrap(gateway)
+async def test_transactional_producer_fails_fast_kafka_python(iggy_backed: Running) -> None:
+    servers = bootstrap(iggy_backed)
 
     def init() -> None:
         p = KafkaProducer(bootstrap_servers=servers, transactional_id="tx-2", max_block_ms=20000)
