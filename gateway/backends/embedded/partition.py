@@ -49,7 +49,7 @@ from .batch_format import (
 from .faults import storage_error
 from .files import read_json, write_json
 from .fsync import GroupCommit
-from .partition_read import has_bytes, read_batches, wait_for
+from .partition_read import has_bytes, read_batches, wait_for, wait_past_skipped
 from .producers import Producers
 from .scan import Damage
 from .segment import NO_TIMESTAMP, Segment
@@ -343,7 +343,7 @@ class Partition:
 
     # --- read --------------------------------------------------------------------------------
 
-    def _check_range(self, offset: int) -> None:
+    def check_range(self, offset: int) -> None:
         self.check_open()
         if not self.log_start <= offset <= self.next_offset:
             raise OffsetOutOfRange(
@@ -361,12 +361,12 @@ class Partition:
         return self.next_offset if isolation is Isolation.UNCOMMITTED else self.stable
 
     async def read(self, cmd: Read) -> ReadResult:
-        self._check_range(cmd.offset)
+        self.check_range(cmd.offset)
         waited = 0.0
         isolation = cmd.isolation
         if cmd.max_wait_ms > 0 and not has_bytes(self, cmd.offset, cmd.min_bytes, isolation):
             waited = await wait_for(self, cmd.offset, cmd.min_bytes, cmd.max_wait_ms, isolation)
-            self._check_range(cmd.offset)
+            self.check_range(cmd.offset)
         else:
             # Cancellable, but no trip through the scheduler: a fetch reads up to thousands of
             # partitions in a row, and the listener yields when it writes the answer.
@@ -377,6 +377,12 @@ class Partition:
             batches = read_batches(
                 self, cmd.offset, cmd.max_messages, cmd.max_bytes, cmd.whole_batches, end, isolation
             )
+            if not batches and cmd.max_wait_ms > 0 and isolation is Isolation.CLEAN:
+                # All there was to see were markers and aborted batches: a long poll waits for
+                # what comes after them (else a subscription would read them again and again).
+                batches, more = await wait_past_skipped(self, cmd, waited)
+                waited += more
+                end = self.visible(isolation)
         aborted: tuple[tuple[int, int], ...] = ()
         if isolation is Isolation.COMMITTED and self.txns.aborted and batches:
             last = batches[-1]

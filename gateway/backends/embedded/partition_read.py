@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from gateway.model import Isolation, MessageBatch, WireBatch
+from gateway.model import Isolation, MessageBatch, Read, WireBatch
 
 from .batch_format import STORED_FORMATS
 
@@ -93,4 +93,22 @@ def read_batches(
     return tuple(out)
 
 
-__all__ = ["has_bytes", "read_batches", "wait_for"]
+async def wait_past_skipped(
+    part: Partition, cmd: Read, waited: float
+) -> tuple[tuple[MessageBatch, ...], float]:
+    """A CLEAN long poll that found only markers and aborted batches: wait for what comes
+    after them (else a subscription would read them again and again), until its deadline."""
+    start = trio.current_time()
+    batches: tuple[MessageBatch, ...] = ()
+    with trio.move_on_at(start + max(0.0, cmd.max_wait_ms / 1000 - waited)):
+        while not batches:
+            await part.appended.wait()
+            part.check_range(cmd.offset)
+            batches = read_batches(
+                part, cmd.offset, cmd.max_messages, cmd.max_bytes, cmd.whole_batches,
+                part.stable, Isolation.CLEAN,
+            )  # fmt: skip
+    return batches, trio.current_time() - start
+
+
+__all__ = ["has_bytes", "read_batches", "wait_for", "wait_past_skipped"]
