@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 
 def produce(servers: str, topic: str, values: list[bytes], partition: int = 0) -> None:
@@ -75,40 +75,6 @@ def round_trip(conf: dict[str, Any], topic: str, values: list[bytes]) -> list[by
     return got
 
 
-def read_isolated(
-    servers: str, topic: str, isolation: str, *, expect: int, idle_s: float = 1.5
-) -> list[bytes]:
-    """Every value from the start of ``topic`` read at ``isolation.level`` by a fresh group,
-    until ``expect`` arrived and then ``idle_s`` passed with nothing more (what must not come
-    has had its chance to), 20 s at most."""
-    consumer = Consumer({
-        "bootstrap.servers": servers, "group.id": f"r-{topic}-{isolation}-{time.monotonic()}",
-        "auto.offset.reset": "earliest", "isolation.level": isolation,
-        "enable.auto.commit": False,
-    })  # fmt: skip
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 20
-    quiet_since = time.monotonic()
-    try:
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is None:
-                if len(got) >= expect and time.monotonic() - quiet_since > idle_s:
-                    break
-                continue
-            error = msg.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise KafkaException(error)
-            got.append(msg.value() or b"")
-            quiet_since = time.monotonic()
-    finally:
-        consumer.close()
-    return got
-
-
 def kcat_path() -> str:
     """Debian's kcat: a failure under CI=true when missing, else a skip naming the package."""
     path = shutil.which("kcat")
@@ -119,4 +85,4 @@ def kcat_path() -> str:
     return path
 
 
-__all__ = ["kcat_path", "produce", "read_isolated", "round_trip", "take"]
+__all__ = ["kcat_path", "produce", "round_trip", "take"]

@@ -377,7 +377,12 @@ class Partition:
             batches = read_batches(
                 self, cmd.offset, cmd.max_messages, cmd.max_bytes, cmd.whole_batches, end, isolation
             )
-            if not batches and cmd.max_wait_ms > 0 and isolation is Isolation.CLEAN:
+            if (
+                not batches
+                and cmd.max_wait_ms > 0
+                and cmd.max_messages > 0  # 0: a wait for data, not a read of it
+                and isolation is Isolation.CLEAN
+            ):
                 # All there was to see were markers and aborted batches: a long poll waits for
                 # what comes after them (else a subscription would read them again and again).
                 batches, more = await wait_past_skipped(self, cmd, waited)

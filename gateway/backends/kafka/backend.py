@@ -35,7 +35,9 @@ Idempotent producers: the broker grants producer ids (InitProducerId, which Tans
 v2 on only) and deduplicates by producer id, epoch and sequence, which batches keep as the
 client wrote them (``kafka_data``), so a retry through any gateway on the broker is stored once.
 A broker answers a duplicate DUPLICATE_SEQUENCE_NUMBER without its offsets; the append is then
-a duplicate with ``base_offset`` -1.
+a duplicate with ``base_offset`` -1. Transactions (KIP-98) are the broker's too
+(``kafka_transactions``): its coordinators, markers and last stable offset; reads pass the
+isolation level on and filter for ``Isolation.CLEAN`` (``kafka_data``).
 """
 
 from __future__ import annotations
@@ -54,7 +56,6 @@ from gateway.backends.kafka.cluster import (
     DELETE_RECORDS,
     DELETE_TOPICS,
     INCREMENTAL_ALTER_CONFIGS,
-    INIT_PRODUCER_ID,
     LIST_GROUPS,
     TOPIC_RESOURCE,
     Api,
@@ -65,8 +66,11 @@ from gateway.backends.kafka.cluster import (
 from gateway.backends.kafka.data import DataPath
 from gateway.backends.kafka.groups import BrokerGroups
 from gateway.backends.kafka.offsets import GroupOffsets
+from gateway.backends.kafka.transactions import BrokerTransactions
 from gateway.model import (
     DEFAULT_STREAM,
+    AddToTransaction,
+    AddToTransactionResult,
     Append,
     AppendResult,
     AwaitData,
@@ -74,6 +78,8 @@ from gateway.model import (
     BackendUnavailable,
     CommitOffset,
     CommitOffsetResult,
+    CommitTransactionOffsets,
+    CommitTransactionOffsetsResult,
     CreatePartitions,
     CreatePartitionsResult,
     CreateStream,
@@ -96,6 +102,8 @@ from gateway.model import (
     DescribeGroupResult,
     DescribeTopic,
     DescribeTopicResult,
+    EndTransaction,
+    EndTransactionResult,
     FetchOffset,
     FetchOffsetResult,
     GatewayError,
@@ -103,6 +111,7 @@ from gateway.model import (
     HeartbeatResult,
     InitProducer,
     InitProducerResult,
+    InitTransaction,
     InvalidPartitions,
     JoinGroup,
     JoinGroupResult,
@@ -159,6 +168,7 @@ class KafkaBackend:
         self._data = DataPath(self._cluster)
         self._offsets = GroupOffsets(self._cluster)
         self._groups = BrokerGroups(self._cluster)
+        self._txns = BrokerTransactions(self._cluster)
         self.capabilities = Capabilities(
             native_groups=True,
             native_offsets=True,
@@ -431,22 +441,24 @@ class KafkaBackend:
     async def delete_group(self, cmd: DeleteGroup) -> DeleteGroupResult:
         return await self._groups.delete(cmd)
 
-    # --- idempotent producers: the broker grants ids and deduplicates ---------------------------
+    # --- idempotent and transactional producers: the broker's (kafka_transactions) ------------
 
     async def init_producer(self, cmd: InitProducer) -> InitProducerResult:
-        # Without a transactional id any broker grants one (a Kafka client asks the least loaded).
-        # A KIP-360 id and epoch go as they came, on v3+ where the broker serves it (v2 drops
-        # them); Kafka answers a new id at epoch 0 to a producer without a transactional id.
-        answer = await self._cluster.request(
-            INIT_PRODUCER_ID,
-            {"transactional_id": None, "transaction_timeout": 60_000,
-             "producer_id": cmd.producer_id, "producer_epoch": cmd.producer_epoch},
-        )  # fmt: skip
-        if answer.error_code is not ErrorCode.none:
-            raise gateway_error(answer.error_code, "InitProducerId")
-        return InitProducerResult(
-            producer_id=answer.producer_id, producer_epoch=answer.producer_epoch
-        )
+        return await self._txns.init_idempotent(cmd)
+
+    async def init_transaction(self, cmd: InitTransaction) -> InitProducerResult:
+        return await self._txns.init(cmd)
+
+    async def add_to_transaction(self, cmd: AddToTransaction) -> AddToTransactionResult:
+        return await self._txns.add(cmd)
+
+    async def commit_transaction_offsets(
+        self, cmd: CommitTransactionOffsets
+    ) -> CommitTransactionOffsetsResult:
+        return await self._txns.commit_offsets(cmd)
+
+    async def end_transaction(self, cmd: EndTransaction) -> EndTransactionResult:
+        return await self._txns.end(cmd)
 
     async def stats(self, cmd: Stats) -> StatsResult:
         topics = (await self.list_topics(ListTopics())).topics

@@ -73,6 +73,12 @@ DELETE_TOPICS: Final = Api(20, 1, 5, "DeleteTopics")
 DELETE_RECORDS: Final = Api(21, 0, 2, "DeleteRecords")
 # v0/v1 answer error -1 on Tansu (kafka.md §5); v2 is v1 in the flexible encoding
 INIT_PRODUCER_ID: Final = Api(22, 2, 4, "InitProducerId")
+# Transactions (KIP-98), the client's versions: AddPartitionsToTxn v4+ is KIP-890's batched
+# broker-to-broker form.
+ADD_PARTITIONS_TO_TXN: Final = Api(24, 0, 3, "AddPartitionsToTxn")
+ADD_OFFSETS_TO_TXN: Final = Api(25, 0, 3, "AddOffsetsToTxn")
+END_TXN: Final = Api(26, 0, 3, "EndTxn")
+TXN_OFFSET_COMMIT: Final = Api(28, 0, 3, "TxnOffsetCommit")
 DESCRIBE_CONFIGS: Final = Api(32, 1, 4, "DescribeConfigs")
 CREATE_PARTITIONS: Final = Api(37, 0, 3, "CreatePartitions")
 DELETE_GROUPS: Final = Api(42, 0, 2, "DeleteGroups")
@@ -80,6 +86,8 @@ INCREMENTAL_ALTER_CONFIGS: Final = Api(44, 0, 1, "IncrementalAlterConfigs")
 OFFSET_DELETE: Final = Api(47, 0, 0, "OffsetDelete")
 
 TOPIC_RESOURCE: Final = 2
+GROUP_KEY: Final = 0  # FindCoordinator key types
+TXN_KEY: Final = 1
 _BACKOFF_FIRST_S: Final = 0.1
 _BACKOFF_MAX_S: Final = 5.0
 # Metadata v8+ asks whether to compute ACL bitfields; the gateway never reads them.
@@ -193,7 +201,7 @@ class Cluster:
         self.controller = -1
         self._pools: dict[tuple[str, int], BrokerPool] = {}
         self._topics: dict[str, TopicMeta] = {}
-        self._coordinators: dict[str, tuple[str, int]] = {}
+        self._coordinators: dict[tuple[int, str], tuple[str, int]] = {}
         self._nursery: trio.Nursery | None = None
         self.watchdog = Watchdog()
         self._failure: str | None = "not started"
@@ -419,27 +427,29 @@ class Cluster:
                 out[r.resource_name] = topic_config((c.name, c.value) for c in r.configs)
         return out
 
-    # --- group coordinators ---------------------------------------------------------------------
+    # --- coordinators ---------------------------------------------------------------------------
 
-    async def coordinator_pool(self, group: str) -> BrokerPool:
-        """The connections of the group's coordinator (FindCoordinator, cached until
-        ``forget_coordinator``)."""
-        address = self._coordinators.get(group)
+    async def coordinator_pool(self, key: str, key_type: int = GROUP_KEY) -> BrokerPool:
+        """The connections of the coordinator of a group (``GROUP_KEY``) or of a transactional
+        id (``TXN_KEY``): FindCoordinator, cached until ``forget_coordinator``."""
+        address = self._coordinators.get((key_type, key))
         if address is None:
-            answer = await self.request(FIND_COORDINATOR, {"key": group, "key_type": 0})
+            answer = await self.request(FIND_COORDINATOR, {"key": key, "key_type": key_type})
             if answer.error_code is not ErrorCode.none:
                 raise gateway_error(answer.error_code, getattr(answer, "error_message", None))
-            address = self._coordinators[group] = (answer.host, answer.port)
+            address = self._coordinators[key_type, key] = (answer.host, answer.port)
         return self.pool(address)
 
-    async def coordinator(self, group: str) -> BrokerConnection:
-        return await (await self.coordinator_pool(group)).shared()
+    async def coordinator(self, key: str, key_type: int = GROUP_KEY) -> BrokerConnection:
+        return await (await self.coordinator_pool(key, key_type)).shared()
 
-    def forget_coordinator(self, group: str) -> None:
-        self._coordinators.pop(group, None)
+    def forget_coordinator(self, key: str, key_type: int = GROUP_KEY) -> None:
+        self._coordinators.pop((key_type, key), None)
 
 
 __all__ = [
+    "ADD_OFFSETS_TO_TXN",
+    "ADD_PARTITIONS_TO_TXN",
     "CREATE_PARTITIONS",
     "CREATE_TOPICS",
     "DELETE_GROUPS",
@@ -447,7 +457,9 @@ __all__ = [
     "DELETE_TOPICS",
     "DESCRIBE_CONFIGS",
     "DESCRIBE_GROUPS",
+    "END_TXN",
     "FETCH",
+    "GROUP_KEY",
     "HEARTBEAT",
     "INCREMENTAL_ALTER_CONFIGS",
     "INIT_PRODUCER_ID",
@@ -462,6 +474,8 @@ __all__ = [
     "PRODUCE",
     "SYNC_GROUP",
     "TOPIC_RESOURCE",
+    "TXN_KEY",
+    "TXN_OFFSET_COMMIT",
     "Api",
     "Cluster",
     "Options",

@@ -6,18 +6,23 @@ that producer id (``KafkaBackend.init_producer``) and deduplicates by it, and an
 DUPLICATE_SEQUENCE_NUMBER, which is a duplicate append here. Any other batch is encoded from
 its canonical messages (``encode_append``, lossless through ``streamgate.*`` headers). Acks:
 leader -> 1, all -> -1, and none -> 1 as well: a client that wants no answer still gets nothing
-acknowledged that the broker has not taken.
+acknowledged that the broker has not taken. A transactional append (``Append.transactional_id``)
+goes with its transactional id, and the broker checks it against its open transaction.
 
 Read: whole stored batches (``Read.whole_batches``), else trimmed to ``offset`` and
 ``max_messages`` (only edge batches are decoded). A long poll is Kafka's own, in slices of at
 most ``long_poll_slice_s``: some brokers only look again after half of max_wait (Tansu answers a
 30 s Fetch 15 s after the data came, kafka.md §5). Appends and deletes made through this backend
 wake its long polls at once. The whole long poll, round trips included, ends at max_wait.
+Around transactions the broker's isolation level is read_uncommitted for
+``Isolation.UNCOMMITTED`` only: the others stop at its last stable offset, and what is kept of
+the batches (markers, aborted transactions) is ``kafka_isolation``'s.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Final
 
 import trio
@@ -32,12 +37,14 @@ from gateway.backends.kafka.fetch import (
     Fetcher,
     wire_batch,
 )
+from gateway.backends.kafka.isolation import committed_only, with_aborted
 from gateway.model import (
     Acks,
     Append,
     AppendResult,
     CorruptMessage,
     InvalidRequest,
+    Isolation,
     ListOffsets,
     ListOffsetsResult,
     MessageBatch,
@@ -57,6 +64,12 @@ from protocols.kafka import parse_header, set_producer
 
 _ACKS: Final = {Acks.NONE: 1, Acks.LEADER: 1, Acks.ALL: -1}
 _SCAN_FETCH_BYTES: Final = 1 << 20
+_SKIP_ROUNDS: Final = 64  # fetches a CLEAN read makes past markers and aborted batches, at most
+
+
+def _level(cmd: Read | ListOffsets) -> int:
+    """The broker's isolation level: 1 (read_committed) unless everything is wanted."""
+    return 0 if cmd.isolation is Isolation.UNCOMMITTED else 1
 
 
 class Wakeups:
@@ -128,11 +141,13 @@ class DataPath:
             data = encode_append(messages, now_us=time.time_ns() // 1000) if messages else b""
             if data and cmd.producer_id >= 0:
                 data = set_producer(data, cmd.producer_id, cmd.producer_epoch, cmd.base_sequence)
+            if cmd.transactional_id is not None:
+                raise InvalidRequest("a transactional append needs a Kafka transactional batch")
         if count <= 0:
             raise InvalidRequest("an append needs at least one message")
         answer = await self.cluster.request(
             PRODUCE,
-            {"transactional_id": None, "acks": _ACKS[cmd.acks],
+            {"transactional_id": cmd.transactional_id, "acks": _ACKS[cmd.acks],
              "timeout": int(self.cluster.options.request_timeout_s * 1000),
              "topic_data": [{"name": name,
                              "partition_data": [{"index": cmd.partition, "records": data}]}]},
@@ -156,9 +171,31 @@ class DataPath:
     # --- read -----------------------------------------------------------------------------------
 
     async def read(self, name: str, cmd: Read) -> ReadResult:
+        start = trio.current_time()
+        result, past = await self._read_once(name, cmd)
+        for _ in range(_SKIP_ROUNDS):
+            # A CLEAN read keeps no marker and no aborted batch: when that was all it fetched,
+            # it reads on from past them (within its max_wait), so that a reader who moves on by
+            # what it got is not left in front of them for ever.
+            if (
+                result.batches
+                or cmd.isolation is not Isolation.CLEAN
+                or cmd.max_messages <= 0  # a wait for data, not a read of it
+                or past <= cmd.offset
+            ):
+                break
+            left_ms = cmd.max_wait_ms - int((trio.current_time() - start) * 1000)
+            cmd = replace(cmd, offset=past, max_wait_ms=max(0, left_ms))
+            waited = result.waited_s
+            result, past = await self._read_once(name, cmd)
+            result = replace(result, waited_s=result.waited_s + waited)
+        return result
+
+    async def _read_once(self, name: str, cmd: Read) -> tuple[ReadResult, int]:
         if cmd.max_wait_ms <= 0:
             _, leader = await self.cluster.partition(name, cmd.partition)
-            return self._result(cmd, await self._now(name, cmd, leader), 0.0)
+            fetched = await self._now(name, cmd, leader)
+            return self._result(cmd, await self._settled(name, cmd, leader, fetched), 0.0)
         start = trio.current_time()
         waited = False
         # What is there now comes back however long it takes to fetch (a large Fetch may
@@ -176,12 +213,20 @@ class DataPath:
                 _, leader = await self.cluster.partition(name, cmd.partition)
                 fetched = answer or await self._now(name, cmd, leader)
         waited_s = trio.current_time() - start if waited else 0.0
-        return self._result(cmd, fetched, waited_s)
+        return self._result(cmd, await self._settled(name, cmd, leader, fetched), waited_s)
+
+    async def _settled(self, name: str, cmd: Read, leader: int, fetched: Fetched) -> Fetched:
+        """A read_committed fetch with its aborted transactions: Tansu lists none, so they
+        come from its markers (``isolation.with_aborted``)."""
+        if not (self.fetcher.tansu and _level(cmd) and fetched.batches and not fetched.aborted):
+            return fetched
+        return await with_aborted(self.fetcher, name, cmd.partition, leader, fetched)
 
     @staticmethod
     def _enough(cmd: Read, fetched: Fetched) -> bool:
+        end = fetched.high_watermark if _level(cmd) == 0 else fetched.stable
         if cmd.max_messages <= 0:  # a wait for data at or past the offset, none wanted
-            return fetched.high_watermark > cmd.offset
+            return end > cmd.offset
         return fetched.bytes_after(cmd.offset) >= max(cmd.min_bytes, 1)
 
     async def _wait(self, name: str, cmd: Read, leader: int) -> Fetched | None:
@@ -201,7 +246,7 @@ class DataPath:
                 slice_ms = max(NOW_MS, int(self.long_poll_slice_s * 1000))
                 result = await self.fetcher.fetch(
                     name, cmd.partition, cmd.offset, leader, conn=conn, max_wait_ms=slice_ms,
-                    min_bytes=cmd.min_bytes, max_bytes=cmd.max_bytes,
+                    min_bytes=cmd.min_bytes, max_bytes=cmd.max_bytes, isolation_level=_level(cmd),
                 )  # fmt: skip
             nursery.cancel_scope.cancel()
         return result
@@ -270,13 +315,27 @@ class DataPath:
 
     async def _now(self, name: str, cmd: Read, leader: int) -> Fetched:
         return await self.fetcher.fetch(
-            name, cmd.partition, cmd.offset, leader, max_bytes=cmd.max_bytes
-        )
+            name, cmd.partition, cmd.offset, leader, max_bytes=cmd.max_bytes,
+            isolation_level=_level(cmd),
+        )  # fmt: skip
 
-    def _result(self, cmd: Read, fetched: Fetched, waited_s: float) -> ReadResult:
+    def _result(self, cmd: Read, fetched: Fetched, waited_s: float) -> tuple[ReadResult, int]:
+        """The result, and the offset after every batch it looked at (kept or not)."""
+        past = max(
+            (h.last_offset + 1 for h, _ in fetched.batches if h.base_offset < fetched.stable),
+            default=cmd.offset,
+        )
         out: list[MessageBatch] = []
         taken = size = 0
-        for header, view in fetched.after(cmd.offset):
+        batches = fetched.after(cmd.offset, control=True)
+        if _level(cmd):  # below the last stable offset only, whatever the broker sent
+            batches = ((h, v) for h, v in batches if h.base_offset < fetched.stable)
+        if cmd.isolation is Isolation.CLEAN:  # needs the markers to filter
+            batches = committed_only(batches, fetched.aborted)
+        elif not cmd.whole_batches:  # markers only go to Kafka clients, as they are stored
+            batches = ((h, v) for h, v in batches if not h.is_control)
+        last = -1
+        for header, view in batches:
             if taken >= cmd.max_messages or (out and size + len(view) > cmd.max_bytes):
                 break
             wanted = cmd.max_messages - taken
@@ -291,12 +350,19 @@ class DataPath:
                 out.append(MessageBatch(kept))
                 taken += len(kept)
             size += len(view)
-        return ReadResult(
+            last = header.last_offset
+        aborted: tuple[tuple[int, int], ...] = ()
+        if cmd.isolation is Isolation.COMMITTED:
+            aborted = tuple(a for a in fetched.aborted if a[1] <= last)
+        result = ReadResult(
             batches=tuple(out),
             high_watermark=fetched.high_watermark,
             log_start_offset=fetched.log_start_offset,
             waited_s=waited_s,
+            last_stable_offset=fetched.last_stable_offset,
+            aborted=aborted,
         )
+        return result, past
 
     # --- offsets ---------------------------------------------------------------------------------
 
@@ -308,7 +374,7 @@ class DataPath:
             earliest = await self.fetcher.offsets(wanted, EARLIEST)
             return ListOffsetsResult(offset=earliest[name, cmd.partition].offset)
         if spec is OffsetSpec.LATEST:
-            latest = await self.fetcher.latest(wanted)
+            latest = await self.fetcher.latest(wanted, _level(cmd))
             return ListOffsetsResult(offset=latest[name, cmd.partition])
         if self.scan_timestamps:
             return await self._scan(name, cmd, leader)

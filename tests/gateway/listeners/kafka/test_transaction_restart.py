@@ -14,7 +14,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from tests.helpers.gateways import running_gateway
-from tests.helpers.kafka_roundtrip import read_isolated
+from tests.helpers.kafka_transactions import read_isolated
 from tests.helpers.processes import free_ports
 
 pytestmark = pytest.mark.slow

@@ -5,38 +5,21 @@ stable offset, and fencing by a second producer with the same transactional id."
 
 from __future__ import annotations
 
-import time
-from typing import Any
-
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka import KafkaException, Producer
 
 from gateway.app import Running
-from tests.helpers.kafka_roundtrip import read_isolated
+from tests.helpers.kafka_transactions import create_topic, eos_step, read_isolated, txn_producer
 
 from .conftest import bootstrap, in_thread
-
-
-def _create(servers: str, topic: str, partitions: int = 1) -> None:
-    admin = AdminClient({"bootstrap.servers": servers})
-    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions)])
-    for f in futures.values():
-        f.result(10)
-
-
-def _txn_producer(servers: str, tid: str, **extra: Any) -> Producer:
-    producer = Producer({"bootstrap.servers": servers, "transactional.id": tid, **extra})
-    producer.init_transactions(15)
-    return producer
 
 
 async def test_commit_abort_and_isolation(gateway: Running) -> None:
     servers = bootstrap(gateway)
 
     def run() -> tuple[list[bytes], list[bytes]]:
-        _create(servers, "tx-a")
-        producer = _txn_producer(servers, "tid-a")
+        create_topic(servers, "tx-a")
+        producer = txn_producer(servers, "tid-a")
         producer.begin_transaction()
         for i in range(5):
             producer.produce("tx-a", b"c1-%d" % i)
@@ -68,11 +51,11 @@ async def test_open_transaction_holds_read_committed_at_the_stable_offset(
     servers = bootstrap(gateway)
 
     def run() -> tuple[list[bytes], list[bytes], list[bytes]]:
-        _create(servers, "tx-open")
+        create_topic(servers, "tx-open")
         plain = Producer({"bootstrap.servers": servers})
         plain.produce("tx-open", b"before")
         plain.flush(10)
-        producer = _txn_producer(servers, "tid-open")
+        producer = txn_producer(servers, "tid-open")
         producer.begin_transaction()
         producer.produce("tx-open", b"inside")
         producer.flush(10)
@@ -93,56 +76,7 @@ async def test_open_transaction_holds_read_committed_at_the_stable_offset(
 async def test_send_offsets_to_transaction(gateway: Running) -> None:
     """Consume-transform-produce: the input group's offsets commit with the output, and an
     aborted transaction's offsets are dropped."""
-    servers = bootstrap(gateway)
-
-    def committed_offset(consumer: Consumer) -> int:
-        (tp,) = consumer.committed([TopicPartition("tx-in", 0)], timeout=10)
-        return tp.offset
-
-    def run() -> tuple[int, int, int, list[bytes]]:
-        _create(servers, "tx-in")
-        _create(servers, "tx-out")
-        plain = Producer({"bootstrap.servers": servers})
-        for i in range(6):
-            plain.produce("tx-in", b"in-%d" % i)
-        plain.flush(10)
-        consumer = Consumer({
-            "bootstrap.servers": servers, "group.id": "g-eos", "auto.offset.reset": "earliest",
-            "enable.auto.commit": False, "isolation.level": "read_committed",
-        })  # fmt: skip
-        consumer.subscribe(["tx-in"])
-        seen: list[Any] = []
-        deadline = time.monotonic() + 20
-        while len(seen) < 6 and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and not msg.error():
-                seen.append(msg)
-        assert len(seen) == 6
-        producer = _txn_producer(servers, "tid-eos")
-        before = committed_offset(consumer)
-        # an aborted step: output and offsets both dropped
-        producer.begin_transaction()
-        producer.produce("tx-out", b"dropped")
-        producer.send_offsets_to_transaction(
-            [TopicPartition("tx-in", 0, 3)], consumer.consumer_group_metadata(), 15
-        )
-        producer.abort_transaction(15)
-        after_abort = committed_offset(consumer)
-        producer.begin_transaction()
-        for msg in seen:
-            producer.produce("tx-out", (msg.value() or b"").replace(b"in", b"out"))
-        producer.send_offsets_to_transaction(
-            [TopicPartition("tx-in", 0, seen[-1].offset() + 1)],
-            consumer.consumer_group_metadata(),
-            15,
-        )
-        producer.commit_transaction(15)
-        after_commit = committed_offset(consumer)
-        consumer.close()
-        out = read_isolated(servers, "tx-out", "read_committed", expect=6)
-        return before, after_abort, after_commit, out
-
-    before, after_abort, after_commit, out = await in_thread(run)
+    before, after_abort, after_commit, out = await in_thread(lambda: eos_step(bootstrap(gateway)))
     assert before < 0  # nothing committed yet (librdkafka: OFFSET_INVALID)
     assert after_abort == before
     assert after_commit == 6
@@ -153,12 +87,12 @@ async def test_a_second_producer_fences_the_first(gateway: Running) -> None:
     servers = bootstrap(gateway)
 
     def run() -> tuple[str, list[bytes]]:
-        _create(servers, "tx-fence")
-        first = _txn_producer(servers, "tid-fence")
+        create_topic(servers, "tx-fence")
+        first = txn_producer(servers, "tid-fence")
         first.begin_transaction()
         first.produce("tx-fence", b"zombie")
         first.flush(10)
-        second = _txn_producer(servers, "tid-fence")  # aborts the first one's transaction
+        second = txn_producer(servers, "tid-fence")  # aborts the first one's transaction
         second.begin_transaction()
         second.produce("tx-fence", b"fresh")
         second.commit_transaction(15)
@@ -181,8 +115,8 @@ async def test_transaction_over_many_partitions(gateway: Running, partitions: in
     servers = bootstrap(gateway)
 
     def run() -> list[bytes]:
-        _create(servers, "tx-many", partitions)
-        producer = _txn_producer(servers, "tid-many")
+        create_topic(servers, "tx-many", partitions)
+        producer = txn_producer(servers, "tid-many")
         producer.begin_transaction()
         for i in range(30):
             producer.produce("tx-many", b"m-%02d" % i, partition=i % partitions)
