@@ -5,16 +5,34 @@ the wait of a long poll until there is something to return."""
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import trio
 
 from gateway.model import Isolation, MessageBatch, Read, WireBatch
 
 from .batch_format import STORED_FORMATS
+from .segment import Segment
+from .txn_index import TxnIndex
 
-if TYPE_CHECKING:
-    from .partition import Partition
+
+class Partition(Protocol):
+    """What reading needs of a partition (partition.py's, which calls these)."""
+
+    segments: list[Segment]
+    bases: list[int]
+    txns: TxnIndex
+    appended: trio.Event
+
+    @property
+    def next_offset(self) -> int: ...
+    @property
+    def log_start(self) -> int: ...
+    @property
+    def stable(self) -> int: ...
+    def visible(self, isolation: Isolation) -> int: ...
+    def check_open(self) -> None: ...
+    def check_range(self, offset: int) -> None: ...
 
 
 def has_bytes(
