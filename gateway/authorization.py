@@ -266,7 +266,7 @@ class Authorizer:
                 if not cmd.partitions and not cmd.groups:
                     await self._may_send(user)
             case CommitTransactionOffsets():
-                for topic in dict.fromkeys(t for t, _, _, _ in cmd.offsets):
+                for topic in dict.fromkeys(t for t, *_ in cmd.offsets):
                     await self._topic(user, topic, ("poll_messages",), "read from")
             case InitTransaction() | EndTransaction():
                 await self._may_send(user)

@@ -221,8 +221,8 @@ class CommitTransactionOffsets(Command[r.CommitTransactionOffsetsResult]):
     producer_epoch: int
     group: str
     stream: str
-    # (topic, partition, the NEXT offset to read, metadata)
-    offsets: tuple[tuple[Topic, int, int, str], ...]
+    # (topic, partition, the NEXT offset to read, metadata, leader epoch or -1)
+    offsets: tuple[tuple[Topic, int, int, str, int], ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -299,6 +299,9 @@ class CommitOffset(Command[r.CommitOffsetResult]):
     partition: int
     offset: int  # the NEXT offset to read
     metadata: str = ""
+    # Kafka (KIP-320): the leader epoch of the last record read, answered back by FetchOffset
+    # (-1: none; kept where the backend stores it: the embedded store, a Kafka broker).
+    leader_epoch: int = -1
     # Kafka: a commit from a group member names its generation; the coordinator refuses commits
     # from a stale generation or an unknown member (-1 / "" = a standalone commit, always taken).
     generation: int = -1

@@ -166,6 +166,7 @@ class CommitOffsetResult:
 class FetchOffsetResult:
     offset: int | None  # None: nothing committed
     metadata: str = ""
+    leader_epoch: int = -1  # as committed (CommitOffset.leader_epoch)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -339,7 +339,9 @@ class EmbeddedBackend:
             raise InvalidRequest(f"a committed offset must be >= 0, not {cmd.offset}")
         key = (cmd.group, cmd.topic.stream, cmd.topic.name, cmd.partition)
         try:
-            await self.store.durable(self.store.offsets.put(key, cmd.offset, cmd.metadata))
+            await self.store.durable(
+                self.store.offsets.put(key, cmd.offset, cmd.metadata, cmd.leader_epoch)
+            )
         except StorageError as exc:
             self._storage_failed(exc, self.store.offsets.commit.fsync_failed)
             raise
@@ -353,7 +355,7 @@ class EmbeddedBackend:
         found = self.store.offsets.get(key)
         if found is None:
             return FetchOffsetResult(offset=None)
-        return FetchOffsetResult(offset=found[0], metadata=found[1])
+        return FetchOffsetResult(offset=found[0], metadata=found[1], leader_epoch=found[2])
 
     async def delete_offset(self, cmd: DeleteOffset) -> DeleteOffsetResult:
         self.store.partition(cmd.topic, cmd.partition)

@@ -4,8 +4,14 @@ An append-only file ``consumer-offsets.log`` at the root, replayed on open. Reco
 little-endian::
 
     u32 body length · u32 CRC32C(body) · body
-    body: u8 op (1 commit, 2 delete) · u16 len, group UTF-8 · u16 len, stream · u16 len, topic
-          · u32 partition · [commit: i64 offset · u32 len, metadata UTF-8]
+    body: u8 op (1 commit, 2 delete, 3 commit with a leader epoch) · u16 len, group UTF-8
+          · u16 len, stream · u16 len, topic · u32 partition
+          · [commit: i64 offset · u32 len, metadata UTF-8]
+          · [commit with a leader epoch: i64 offset · i32 leader epoch · u32 len, metadata]
+
+Op 3 is written only for a commit that names a leader epoch (Kafka's committed_leader_epoch,
+KIP-320, which OffsetFetch answers back); a store written by a gateway without it cannot be
+read by an older one past its first such record.
 
 A torn or corrupt tail (a crash mid-write) is truncated on open. When the file grows well past
 what the live entries need, it is rewritten with only those (tmp + fsync + rename + fsync of the
@@ -32,12 +38,15 @@ log = structlog.get_logger()
 FILE_NAME: Final = "consumer-offsets.log"
 _COMMIT: Final = 1
 _DELETE: Final = 2
+_COMMIT_EPOCH: Final = 3
 _COMPACT_MIN_BYTES: Final = 1 << 20
 _FRAME = struct.Struct("<II")
 _U16 = struct.Struct("<H")
 _TAIL = struct.Struct("<Iq")  # partition, offset
+_EPOCH = struct.Struct("<i")
 
 Key = tuple[str, str, str, int]  # group, stream, topic, partition
+Value = tuple[int, str, int]  # offset, metadata, leader epoch (-1: none)
 
 
 def _str(s: str) -> bytes:
@@ -45,18 +54,25 @@ def _str(s: str) -> bytes:
     return _U16.pack(len(b)) + b
 
 
-def encode_record(op: int, key: Key, offset: int = 0, metadata: str = "") -> bytes:
+def encode_record(
+    op: int, key: Key, offset: int = 0, metadata: str = "", leader_epoch: int = -1
+) -> bytes:
     group, stream, topic, partition = key
+    if op == _COMMIT and leader_epoch != -1:
+        op = _COMMIT_EPOCH
     body = bytes((op,)) + _str(group) + _str(stream) + _str(topic)
-    if op == _COMMIT:
+    if op in (_COMMIT, _COMMIT_EPOCH):
         meta = metadata.encode("utf-8", "surrogatepass")
-        body += _TAIL.pack(partition, offset) + struct.pack("<I", len(meta)) + meta
+        body += _TAIL.pack(partition, offset)
+        if op == _COMMIT_EPOCH:
+            body += _EPOCH.pack(leader_epoch)
+        body += struct.pack("<I", len(meta)) + meta
     else:
         body += struct.pack("<I", partition)
     return _FRAME.pack(len(body), crc32c.crc32c(body)) + body
 
 
-def _decode_body(body: bytes) -> tuple[int, Key, int, str]:
+def _decode_body(body: bytes) -> tuple[int, Key, Value]:
     op = body[0]
     pos = 1
     parts = []
@@ -64,21 +80,24 @@ def _decode_body(body: bytes) -> tuple[int, Key, int, str]:
         (n,) = _U16.unpack_from(body, pos)
         parts.append(body[pos + 2 : pos + 2 + n].decode("utf-8", "surrogatepass"))
         pos += 2 + n
-    if op == _COMMIT:
+    if op in (_COMMIT, _COMMIT_EPOCH):
         partition, offset = _TAIL.unpack_from(body, pos)
-        (n,) = struct.unpack_from("<I", body, pos + _TAIL.size)
-        meta = body[pos + _TAIL.size + 4 : pos + _TAIL.size + 4 + n].decode(
-            "utf-8", "surrogatepass"
-        )
-        return op, (parts[0], parts[1], parts[2], partition), offset, meta
+        pos += _TAIL.size
+        epoch = -1
+        if op == _COMMIT_EPOCH:
+            (epoch,) = _EPOCH.unpack_from(body, pos)
+            pos += _EPOCH.size
+        (n,) = struct.unpack_from("<I", body, pos)
+        meta = body[pos + 4 : pos + 4 + n].decode("utf-8", "surrogatepass")
+        return _COMMIT, (parts[0], parts[1], parts[2], partition), (offset, meta, epoch)
     (partition,) = struct.unpack_from("<I", body, pos)
-    return op, (parts[0], parts[1], parts[2], partition), 0, ""
+    return op, (parts[0], parts[1], parts[2], partition), (0, "", -1)
 
 
 class OffsetStore:
     def __init__(self, root: str) -> None:
         self.path = os.path.join(root, FILE_NAME)
-        self.live: dict[Key, tuple[int, str]] = {}
+        self.live: dict[Key, Value] = {}
         self._live_bytes = 0
         self._size = 0
         self._fd = -1
@@ -97,10 +116,10 @@ class OffsetStore:
             if n == 0 or len(body) != n or crc32c.crc32c(body) != crc:
                 break
             try:
-                op, key, offset, meta = _decode_body(body)
+                op, key, value = _decode_body(body)
             except (struct.error, UnicodeDecodeError, IndexError):
                 break
-            self._apply(op, key, offset, meta)
+            self._apply(op, key, value)
             pos += _FRAME.size + n
         if pos != len(data):
             log.warning(
@@ -117,13 +136,13 @@ class OffsetStore:
             os.close(self._fd)
             self._fd = -1
 
-    def _apply(self, op: int, key: Key, offset: int, meta: str) -> None:
+    def _apply(self, op: int, key: Key, value: Value) -> None:
         old = self.live.pop(key, None)
         if old is not None:
             self._live_bytes -= self._cost(key, old[1])
         if op == _COMMIT:
-            self.live[key] = (offset, meta)
-            self._live_bytes += self._cost(key, meta)
+            self.live[key] = value
+            self._live_bytes += self._cost(key, value[1])
 
     @staticmethod
     def _cost(key: Key, meta: str) -> int:
@@ -157,12 +176,12 @@ class OffsetStore:
                     os.unlink(self.path + ".tmp")
         return seq
 
-    def put(self, key: Key, offset: int, metadata: str) -> int:
-        self._write(encode_record(_COMMIT, key, offset, metadata))
-        self._apply(_COMMIT, key, offset, metadata)
+    def put(self, key: Key, offset: int, metadata: str, leader_epoch: int = -1) -> int:
+        self._write(encode_record(_COMMIT, key, offset, metadata, leader_epoch))
+        self._apply(_COMMIT, key, (offset, metadata, leader_epoch))
         return self._written()
 
-    def get(self, key: Key) -> tuple[int, str] | None:
+    def get(self, key: Key) -> Value | None:
         return self.live.get(key)
 
     def delete(self, keys: list[Key]) -> int | None:
@@ -171,7 +190,7 @@ class OffsetStore:
             return None
         self._write(b"".join(encode_record(_DELETE, k) for k in keys))
         for k in keys:
-            self._apply(_DELETE, k, 0, "")
+            self._apply(_DELETE, k, (0, "", -1))
         return self._written()
 
     def _where(self, stream: str, topic: str | None, min_partition: int = 0) -> list[Key]:
@@ -203,9 +222,9 @@ class OffsetStore:
         moved = [(k, value) for k, value in copies if self.live.get(k) != value]
         if not moved:
             return None
-        self._write(b"".join(encode_record(_COMMIT, k, o, m) for k, (o, m) in moved))
-        for k, (o, m) in moved:
-            self._apply(_COMMIT, k, o, m)
+        self._write(b"".join(encode_record(_COMMIT, k, *value) for k, value in moved))
+        for k, value in moved:
+            self._apply(_COMMIT, k, value)
         return self._written()
 
     def group_count(self) -> int:
@@ -214,7 +233,7 @@ class OffsetStore:
     def _compact(self) -> None:
         tmp = self.path + ".tmp"
         with open(tmp, "wb") as f:
-            f.write(b"".join(encode_record(_COMMIT, k, o, m) for k, (o, m) in self.live.items()))
+            f.write(b"".join(encode_record(_COMMIT, k, *v) for k, v in self.live.items()))
             f.flush()
             os.fsync(f.fileno())
             size = f.tell()

@@ -90,7 +90,7 @@ class Txn:
     updated_ms: int = 0
     partitions: set[PartitionKey] = field(default_factory=set)
     groups: set[str] = field(default_factory=set)
-    offsets: dict[OffsetKey, tuple[int, str]] = field(default_factory=dict)
+    offsets: dict[OffsetKey, tuple[int, str, int]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -117,7 +117,8 @@ class Txn:
             partitions={(s, t, int(p)) for s, t, p in d.get("partitions", ())},
             groups=set(d.get("groups", ())),
             offsets={
-                (g, s, t, int(p)): (int(o), str(m)) for g, s, t, p, o, m in d.get("offsets", ())
+                (g, s, t, int(p)): (int(o), str(m), int(e))
+                for g, s, t, p, o, m, e in d.get("offsets", ())
             },
         )
 
@@ -251,7 +252,7 @@ class TransactionCoordinator:
         return AddToTransactionResult()
 
     async def commit_offsets(self, cmd: CommitTransactionOffsets) -> CommitTransactionOffsetsResult:
-        for topic, number, offset, _ in cmd.offsets:
+        for topic, number, offset, _, _ in cmd.offsets:
             self._store.partition(topic, number)
             if offset < 0:
                 raise TransactionError(f"a committed offset must be >= 0, not {offset}")
@@ -262,8 +263,9 @@ class TransactionCoordinator:
                     f"group {cmd.group!r} is not in an open transaction of "
                     f"{cmd.transactional_id!r} (AddOffsetsToTxn first)"
                 )
-            for topic, number, offset, metadata in cmd.offsets:
-                txn.offsets[(cmd.group, topic.stream, topic.name, number)] = (offset, metadata)
+            for topic, number, offset, metadata, epoch in cmd.offsets:
+                key = (cmd.group, topic.stream, topic.name, number)
+                txn.offsets[key] = (offset, metadata, epoch)
             txn.updated_ms = self._now_ms()
             await self._save()
         return CommitTransactionOffsetsResult()
@@ -349,11 +351,11 @@ class TransactionCoordinator:
                 continue  # deleted since: nothing of it left to mark
             await part.append_marker(marker, txn.producer_id, txn.epoch, commit, now_us)
         if commit:
-            for (group, stream, name, number), (offset, metadata) in txn.offsets.items():
+            for (group, stream, name, number), (offset, metadata, epoch) in txn.offsets.items():
                 try:
                     await self._commit_offset(
                         CommitOffset(group=group, topic=Topic(stream, name), partition=number,
-                                     offset=offset, metadata=metadata)
+                                     offset=offset, metadata=metadata, leader_epoch=epoch)
                     )  # fmt: skip
                 except GatewayError as exc:
                     log.warning(

@@ -405,14 +405,14 @@ class KafkaBackend:
         name = self._kafka_name(cmd.topic)
         await self._offsets.commit(
             cmd.group, name, cmd.partition, cmd.offset, cmd.metadata,
-            generation=cmd.generation, member_id=cmd.member_id,
+            generation=cmd.generation, member_id=cmd.member_id, leader_epoch=cmd.leader_epoch,
         )  # fmt: skip
         return CommitOffsetResult()
 
     async def fetch_offset(self, cmd: FetchOffset) -> FetchOffsetResult:
         name = self._kafka_name(cmd.topic)
-        offset, metadata = await self._offsets.fetch(cmd.group, name, cmd.partition)
-        return FetchOffsetResult(offset=offset, metadata=metadata)
+        offset, metadata, epoch = await self._offsets.fetch(cmd.group, name, cmd.partition)
+        return FetchOffsetResult(offset=offset, metadata=metadata, leader_epoch=epoch)
 
     async def delete_offset(self, cmd: DeleteOffset) -> DeleteOffsetResult:
         await self._offsets.delete(cmd.group, self._kafka_name(cmd.topic), cmd.partition)

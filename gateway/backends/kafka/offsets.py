@@ -52,6 +52,7 @@ class GroupOffsets:
         *,
         generation: int = -1,
         member_id: str = "",
+        leader_epoch: int = -1,
     ) -> None:
         await self._request(
             group, name, partition, OFFSET_COMMIT,
@@ -60,18 +61,20 @@ class GroupOffsets:
              "retention_time": -1,
              "topics": [{"name": name, "partitions": [
                  {"partition_index": partition, "committed_offset": offset,
-                  "committed_leader_epoch": -1, "committed_metadata": metadata}]}]},
+                  "committed_leader_epoch": leader_epoch, "committed_metadata": metadata}]}]},
         )  # fmt: skip
 
-    async def fetch(self, group: str, name: str, partition: int) -> tuple[int | None, str]:
+    async def fetch(self, group: str, name: str, partition: int) -> tuple[int | None, str, int]:
+        """The committed offset (None: none), its metadata and leader epoch (-1: none)."""
         part = await self._request(
             group, name, partition, OFFSET_FETCH,
             {"topics": [{"name": name, "partition_indexes": [partition]}],
              "require_stable": False},
         )  # fmt: skip
         if part.committed_offset < 0:
-            return None, ""
-        return part.committed_offset, part.metadata or ""
+            return None, "", -1
+        epoch = getattr(part, "committed_leader_epoch", -1)  # OffsetFetch v5+
+        return part.committed_offset, part.metadata or "", epoch
 
     async def delete(self, group: str, name: str, partition: int) -> None:
         try:

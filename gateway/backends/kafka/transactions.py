@@ -189,10 +189,10 @@ class BrokerTransactions:
         if cmd.stream != DEFAULT_STREAM:
             _name(Topic(cmd.stream, "-"))  # Unsupported
         topics: dict[str, list[dict[str, Any]]] = {}
-        for topic, partition, offset, metadata in cmd.offsets:
+        for topic, partition, offset, metadata, epoch in cmd.offsets:
             topics.setdefault(_name(topic), []).append(
                 {"partition_index": partition, "committed_offset": offset,
-                 "committed_leader_epoch": -1, "committed_metadata": metadata}
+                 "committed_leader_epoch": epoch, "committed_metadata": metadata}
             )  # fmt: skip
         await self._request(
             cmd.group, GROUP_KEY, TXN_OFFSET_COMMIT,

@@ -184,6 +184,7 @@ async def offset_commit(session: Session, req: KafkaRequest) -> Any:
                         partition=p.partition_index,
                         offset=p.committed_offset,
                         metadata=p.committed_metadata or "",
+                        leader_epoch=getattr(p, "committed_leader_epoch", -1),  # v6+
                         generation=generation,
                         member_id=member_id,
                     ),
@@ -238,7 +239,8 @@ async def offset_fetch(session: Session, req: KafkaRequest) -> Any:
                 entry["error_code"] = tr.error_code(exc, group=True)
             else:
                 if result.offset is not None:
-                    entry.update(committed_offset=result.offset, metadata=result.metadata)
+                    entry.update(committed_offset=result.offset, metadata=result.metadata,
+                                 committed_leader_epoch=result.leader_epoch)  # fmt: skip
                 elif only_committed:
                     continue
             parts.append(entry)

@@ -111,7 +111,7 @@ async def txn_offset_commit(session: Session, req: KafkaRequest) -> Any:
         stream=stream,
         offsets=tuple(
             (Topic(stream, t.name), p.partition_index, p.committed_offset,
-             p.committed_metadata or "")
+             p.committed_metadata or "", getattr(p, "committed_leader_epoch", -1))  # v2+
             for t in b.topics
             for p in t.partitions
         ),

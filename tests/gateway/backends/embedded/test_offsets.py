@@ -86,3 +86,34 @@ async def test_deleted_stream_and_partitions_forget_offsets(tmp_path: Path) -> N
             assert await _fetch(b, "g") == 10
             await b.create_partitions(CreatePartitions(topic=TOPIC, total=3))
             assert await _fetch(b, "g", p=1) is None  # not the offset of the deleted partition 1
+
+
+async def test_leader_epochs_are_kept_beside_the_offsets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka's committed_leader_epoch (KIP-320) comes back as committed: -1 (none) and a
+    real epoch, across a reopen and a compaction, in a file mixing both record kinds."""
+    monkeypatch.setattr(offsets_module, "_COMPACT_MIN_BYTES", 4096)
+
+    async def fetched(b: EmbeddedBackend, group: str) -> tuple[int | None, str, int]:
+        r = await b.fetch_offset(FetchOffset(group=group, topic=TOPIC, partition=0))
+        return r.offset, r.metadata, r.leader_epoch
+
+    with trio.fail_after(10):
+        async with open_embedded(tmp_path, fsync="never") as b:
+            await create(b)
+            await b.commit_offset(_commit("none", 3))
+            await b.commit_offset(
+                CommitOffset(group="epoch", topic=TOPIC, partition=0, offset=4, metadata="x",
+                             leader_epoch=7)
+            )  # fmt: skip
+            assert await fetched(b, "none") == (3, "m3", -1)
+            assert await fetched(b, "epoch") == (4, "x", 7)
+        async with open_embedded(tmp_path, fsync="never") as b:
+            assert await fetched(b, "none") == (3, "m3", -1)
+            assert await fetched(b, "epoch") == (4, "x", 7)
+            for k in range(300):  # past the compaction threshold: rewritten with both kinds
+                await b.commit_offset(_commit("churn", k))
+        async with open_embedded(tmp_path, fsync="never") as b:
+            assert await fetched(b, "epoch") == (4, "x", 7)
+            assert await fetched(b, "none") == (3, "m3", -1)

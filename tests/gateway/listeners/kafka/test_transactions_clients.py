@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # type: ignore[import-untyped]
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
-from kafka import KafkaConsumer, KafkaProducer  # type: ignore[import-untyped]
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer  # type: ignore[import-untyped]
+from kafka.structs import OffsetAndMetadata  # type: ignore[import-untyped]
+from kafka.structs import TopicPartition as KpTopicPartition
 
 from gateway.app import Running
 from tests.helpers.kafka_roundtrip import kcat_path
@@ -129,3 +132,44 @@ async def test_kcat_read_committed(gateway: Running) -> None:
     committed, everything = await in_thread(run)
     assert committed == ["kept"]
     assert everything == ["kept", "dropped"]
+
+
+async def test_committed_leader_epochs_come_back(gateway: Running) -> None:
+    """KIP-320's committed leader epoch, as kafka-python's own transactional-offsets test reads
+    it back: through TxnOffsetCommit (kafka-python) and OffsetCommit (confluent-kafka)."""
+    servers = bootstrap(gateway)
+
+    def run() -> tuple[dict[Any, Any], int | None]:
+        _create(servers, "tx-epochs")
+        producer = KafkaProducer(bootstrap_servers=servers, transactional_id="tid-epochs",
+                                 max_block_ms=20000)  # fmt: skip
+        try:
+            producer.init_transactions()
+            producer.begin_transaction()
+            producer.send("tx-epochs", partition=0, value=b"m").get(timeout=10)
+            producer.send_offsets_to_transaction(
+                {KpTopicPartition("tx-epochs", 0): OffsetAndMetadata(0, "meta", 0)}, "g-epochs"
+            )
+            producer.commit_transaction()
+        finally:
+            producer.close(timeout=5)
+        admin = KafkaAdminClient(bootstrap_servers=servers)
+        try:
+            listed = admin.list_group_offsets("g-epochs")
+        finally:
+            admin.close()
+        consumer = Consumer({"bootstrap.servers": servers, "group.id": "g-epochs-c"})
+        try:
+            consumer.commit(
+                offsets=[TopicPartition("tx-epochs", 0, 1, leader_epoch=0)], asynchronous=False
+            )
+            (got,) = consumer.committed([TopicPartition("tx-epochs", 0)], timeout=10)
+        finally:
+            consumer.close()
+        return listed, got.leader_epoch
+
+    listed, epoch = await in_thread(run)
+    assert listed == {
+        "g-epochs": {KpTopicPartition("tx-epochs", 0): OffsetAndMetadata(0, "meta", 0)}
+    }
+    assert epoch == 0
