@@ -2,9 +2,9 @@
 
 Per transactional id: its producer id and epoch, its timeout and its one transaction: the
 partitions it wrote to, the groups whose offsets it commits and those offsets, pending until
-it ends. The state is kept durably in ``transactions.json`` in the store's directory (Kafka
-keeps it in the ``__transaction_state`` log), rewritten (tmp + fsync + rename) at every change
-a client is answered for, so a restart finds every transaction where its client last saw it:
+it ends. The state is kept durably in ``transactions.log`` in the store's directory (txn_log.py;
+Kafka keeps it in the ``__transaction_state`` log), one record per change, fsynced before the
+client is answered, so a restart finds every transaction where its client last saw it:
 - a transaction whose commit or abort was decided but not finished (the markers not all
   written) is finished when the store opens, as Kafka's coordinator does on loading its log;
 - an open transaction is aborted once its timeout has passed since it began, whether the
@@ -26,7 +26,6 @@ same file, so an id is never given twice.
 from __future__ import annotations
 
 import enum
-import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -55,12 +54,11 @@ from gateway.model import (
 )
 from gateway.translate.kafka.messages import control_batch
 
-from .files import read_json, write_json
 from .store import Store
+from .txn_log import TxnLog
 
 log = structlog.get_logger()
 
-STATE_FILE: Final = "transactions.json"
 MAX_TIMEOUT_MS: Final = 900_000  # Kafka's transaction.max.timeout.ms default
 ID_EXPIRATION_MS: Final = 7 * 24 * 3600 * 1000  # transactional.id.expiration.ms default
 _FIRST_ID: Final = 1 << 62
@@ -133,10 +131,7 @@ class TransactionCoordinator:
         self._by_producer: dict[int, Txn] = {}
         self._next_id = _FIRST_ID
         self._lock = trio.Lock()
-
-    @property
-    def _path(self) -> str:
-        return os.path.join(self._store.root, STATE_FILE)
+        self._log = TxnLog(store.root)
 
     def _now_ms(self) -> int:
         return self._store.now_us() // 1000
@@ -145,13 +140,12 @@ class TransactionCoordinator:
 
     async def open(self) -> None:
         """Load the state and finish the transactions whose end was decided before a stop."""
-        data = await trio.to_thread.run_sync(read_json, self._path)
-        if data:
-            self._next_id = max(_FIRST_ID, int(data.get("next_producer_id", _FIRST_ID)))
-            for tid, d in data.get("transactions", {}).items():
-                txn = Txn.from_json(d)
-                self._txns[tid] = txn
-                self._by_producer[txn.producer_id] = txn
+        states, next_id = await trio.to_thread.run_sync(self._log.load)
+        self._next_id = max(_FIRST_ID, next_id)
+        for tid, d in states.items():
+            txn = Txn.from_json(d)
+            self._txns[tid] = txn
+            self._by_producer[txn.producer_id] = txn
         async with self._lock:
             for tid, txn in list(self._txns.items()):
                 if txn.state in (State.PREPARE_COMMIT, State.PREPARE_ABORT):
@@ -187,15 +181,18 @@ class TransactionCoordinator:
                 elif txn.state is not State.ONGOING and now - txn.updated_ms > ID_EXPIRATION_MS:
                     del self._txns[tid]
                     self._by_producer.pop(txn.producer_id, None)
-                    await self._save()
+                    await self._save(tid)
         return aborted
 
-    async def _save(self) -> None:
-        data = {
-            "next_producer_id": self._next_id,
-            "transactions": {tid: t.to_json() for tid, t in self._txns.items()},
-        }
-        await trio.to_thread.run_sync(write_json, self._path, data)
+    async def _save(self, tid: str) -> None:
+        """The id's state (gone: forgotten) made durable (txn_log.py)."""
+        txn = self._txns.get(tid)
+        state = None if txn is None else txn.to_json()
+
+        def live() -> dict[str, dict[str, Any]]:  # for a compaction, in the worker thread
+            return {t: x.to_json() for t, x in list(self._txns.items())}
+
+        await trio.to_thread.run_sync(self._log.write, tid, state, self._next_id, live)
 
     # --- commands ----------------------------------------------------------------------------
 
@@ -227,7 +224,7 @@ class TransactionCoordinator:
                 txn.timeout_ms = cmd.timeout_ms
                 txn.state = State.EMPTY
                 txn.updated_ms = self._now_ms()
-            await self._save()
+            await self._save(tid)
             return InitProducerResult(producer_id=txn.producer_id, producer_epoch=txn.epoch)
 
     async def add(self, cmd: AddToTransaction) -> AddToTransactionResult:
@@ -248,7 +245,7 @@ class TransactionCoordinator:
             txn.partitions |= keys
             txn.groups |= set(cmd.groups)
             txn.updated_ms = self._now_ms()
-            await self._save()
+            await self._save(cmd.transactional_id)
         return AddToTransactionResult()
 
     async def commit_offsets(self, cmd: CommitTransactionOffsets) -> CommitTransactionOffsetsResult:
@@ -267,7 +264,7 @@ class TransactionCoordinator:
                 key = (cmd.group, topic.stream, topic.name, number)
                 txn.offsets[key] = (offset, metadata, epoch)
             txn.updated_ms = self._now_ms()
-            await self._save()
+            await self._save(cmd.transactional_id)
         return CommitTransactionOffsetsResult()
 
     async def end(self, cmd: EndTransaction) -> EndTransactionResult:
@@ -335,7 +332,7 @@ class TransactionCoordinator:
         # The decision is durable before the first marker: a restart finishes it (``open``).
         txn.state = State.PREPARE_COMMIT if commit else State.PREPARE_ABORT
         txn.updated_ms = self._now_ms()
-        await self._save()
+        await self._save(tid)
         await self._finish(tid, txn, commit)
 
     async def _finish(self, tid: str, txn: Txn, commit: bool) -> None:
@@ -367,7 +364,7 @@ class TransactionCoordinator:
         txn.groups.clear()
         txn.offsets.clear()
         txn.updated_ms = self._now_ms()
-        await self._save()
+        await self._save(tid)
 
 
-__all__ = ["MAX_TIMEOUT_MS", "STATE_FILE", "TransactionCoordinator"]
+__all__ = ["MAX_TIMEOUT_MS", "TransactionCoordinator"]

@@ -12,7 +12,7 @@ import pytest
 import trio
 import trio.testing
 
-from gateway.backends.embedded import EmbeddedBackend, open_embedded
+from gateway.backends.embedded import EmbeddedBackend, open_embedded, txn_log
 from gateway.backends.embedded.transactions import State
 from gateway.model import (
     AddToTransaction,
@@ -152,7 +152,7 @@ async def test_a_decided_commit_is_finished_on_open(tmp_path: Path) -> None:
         await _txn_append(b, pid, epoch, 0, ["d1"])
         # As if the gateway stopped between the decision and the markers:
         b.transactions._txns[TID].state = State.PREPARE_COMMIT
-        await b.transactions._save()
+        await b.transactions._save(TID)
     async with open_embedded(tmp_path, fsync="never") as b:
         assert (await _read(b, Isolation.CLEAN))[0] == [b"d1"]
         assert b.transactions._txns[TID].state is State.COMPLETE_COMMIT
@@ -177,3 +177,26 @@ async def test_a_clean_long_poll_waits_past_what_it_skips(
             nursery.start_soon(later)
             values, r = await _read(b, Isolation.CLEAN, max_wait_ms=5000)
         assert values == [b"next"] and 0 < r.waited_s < 5.0
+
+
+def test_the_state_log_replays_cuts_a_torn_tail_and_compacts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(txn_log, "_COMPACT_MIN_BYTES", 2048)
+    states: dict[str, dict[str, object]] = {}
+    book = txn_log.TxnLog(str(tmp_path))
+    assert book.load() == ({}, 0)
+    for i in range(200):  # 4 ids changing over and over: compacted on the way
+        tid = f"t{i % 4}"
+        states[tid] = {"n": i}
+        book.write(tid, states[tid], 1000 + i, lambda: dict(states))
+    del states["t0"]
+    book.write("t0", None, 1200, lambda: dict(states))  # forgotten
+    path = tmp_path / txn_log.FILE_NAME
+    assert path.stat().st_size < 2048 + 200  # not 200 records: compacted
+    assert txn_log.TxnLog(str(tmp_path)).load() == (states, 1200)
+    size = path.stat().st_size
+    with path.open("ab") as f:
+        f.write(b"\x30\x00\x00\x00torn")  # a record cut short by a crash
+    assert txn_log.TxnLog(str(tmp_path)).load() == (states, 1200)
+    assert path.stat().st_size == size
