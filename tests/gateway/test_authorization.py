@@ -23,18 +23,22 @@ from gateway.config import Config
 from gateway.coordination import UserStore
 from gateway.metrics import Metrics
 from gateway.model import (
+    AddToTransaction,
     Append,
     ClusterForbidden,
     Command,
     CommitOffset,
+    CommitTransactionOffsets,
     CreateStream,
     CreateTopic,
     DeleteStream,
     DeleteTopic,
     DescribeTopic,
+    EndTransaction,
     GroupForbidden,
     Heartbeat,
     InitProducer,
+    InitTransaction,
     JoinGroup,
     ListOffsets,
     ListStreams,
@@ -393,3 +397,32 @@ async def test_a_deleted_topics_or_streams_grants_go_with_it(tmp_path: Path) -> 
             await r.execute(CreateTopic(topic=SECRET, partitions=1), root)  # the stream again
             with pytest.raises(TopicForbidden):
                 await r.execute(_read(SECRET), reader)
+
+
+async def test_transaction_commands(authorizer: Authorizer) -> None:
+    """Kafka transactions: a transactional id needs send permission somewhere (no
+    TRANSACTIONAL_ID resource here); AddPartitionsToTxn send on each topic, AddOffsetsToTxn
+    reading somewhere, TxnOffsetCommit reading each topic."""
+    a = authorizer
+    tid, pid, epoch = "t", 1, 0
+    init = InitTransaction(transactional_id=tid, timeout_ms=60_000)
+    end = EndTransaction(transactional_id=tid, producer_id=pid, producer_epoch=epoch, commit=True)
+
+    def adding(topic: Topic | None = None, group: str | None = None) -> AddToTransaction:
+        return AddToTransaction(
+            transactional_id=tid, producer_id=pid, producer_epoch=epoch,
+            partitions=((topic, 0),) if topic else (), groups=(group,) if group else (),
+        )  # fmt: skip
+
+    add, groups = adding(READABLE), adding(group="g")
+    offsets = CommitTransactionOffsets(
+        transactional_id=tid, producer_id=pid, producer_epoch=epoch, group="g",
+        stream="default", offsets=((READABLE, 0, 5, "", -1),),
+    )  # fmt: skip
+    assert [await _refusal(a, c, "writer") for c in (init, end, add)] == [None, None, None]
+    assert await _refusal(a, adding(OTHER), "writer") is TopicForbidden
+    assert await _refusal(a, groups, "writer") is GroupForbidden  # reads nowhere
+    assert await _refusal(a, offsets, "writer") is TopicForbidden
+    assert [await _refusal(a, c, "reader") for c in (init, end)] == [ClusterForbidden] * 2
+    assert await _refusal(a, add, "reader") is TopicForbidden
+    assert [await _refusal(a, c, "reader") for c in (groups, offsets)] == [None, None]

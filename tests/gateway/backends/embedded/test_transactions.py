@@ -26,6 +26,7 @@ from gateway.model import (
     ReadResult,
     TopicConfig,
     TransactionError,
+    TransactionTimeoutInvalid,
 )
 
 from .support import TOPIC, append, batch, create
@@ -200,3 +201,14 @@ def test_the_state_log_replays_cuts_a_torn_tail_and_compacts(
         f.write(b"\x30\x00\x00\x00torn")  # a record cut short by a crash
     assert txn_log.TxnLog(str(tmp_path)).load() == (states, 1200)
     assert path.stat().st_size == size
+
+
+async def test_a_timeout_over_the_maximum_is_refused(tmp_path: Path) -> None:
+    async with open_embedded(tmp_path, fsync="never") as b:
+        for timeout_ms in (900_001, 0):
+            with pytest.raises(TransactionTimeoutInvalid):
+                await b.init_transaction(
+                    InitTransaction(transactional_id=TID, timeout_ms=timeout_ms)
+                )
+        got = await b.init_transaction(InitTransaction(transactional_id=TID, timeout_ms=900_000))
+        assert got.producer_epoch == 0
