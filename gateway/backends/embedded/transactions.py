@@ -54,6 +54,7 @@ from gateway.model import (
 )
 from gateway.translate.kafka.messages import control_batch
 
+from .faults import storage_error
 from .store import Store
 from .txn_log import TxnLog
 
@@ -184,15 +185,25 @@ class TransactionCoordinator:
                     await self._save(tid)
         return aborted
 
-    async def _save(self, tid: str) -> None:
-        """The id's state (gone: forgotten) made durable (txn_log.py)."""
+    async def _save(self, tid: str, *, sync: bool = True) -> None:
+        """The id's state (gone: forgotten) made durable (txn_log.py); not ``sync``: written
+        now, durable with the next record that is (a transaction's completion: lost in a
+        crash, the restart finds it decided and finishes it again: no second marker, the same
+        offsets). A failed write is a ``StorageError`` (disk full, I/O error)."""
         txn = self._txns.get(tid)
         state = None if txn is None else txn.to_json()
 
         def live() -> dict[str, dict[str, Any]]:  # for a compaction, in the worker thread
             return {t: x.to_json() for t, x in list(self._txns.items())}
 
-        await trio.to_thread.run_sync(self._log.write, tid, state, self._next_id, live)
+        try:
+            if sync:
+                await trio.to_thread.run_sync(self._log.write, tid, state, self._next_id, live)
+            else:  # one small write, no fsync: no trip to a worker thread
+                self._log.write(tid, state, self._next_id, live, sync=False)
+                await trio.lowlevel.checkpoint()
+        except OSError as exc:
+            raise storage_error(exc, f"writing {self._log.path}") from exc
 
     # --- commands ----------------------------------------------------------------------------
 
@@ -364,7 +375,7 @@ class TransactionCoordinator:
         txn.groups.clear()
         txn.offsets.clear()
         txn.updated_ms = self._now_ms()
-        await self._save(tid)
+        await self._save(tid, sync=False)
 
 
 __all__ = ["MAX_TIMEOUT_MS", "TransactionCoordinator"]

@@ -83,15 +83,19 @@ class TxnLog:
         txn: dict[str, Any] | None,
         next_id: int,
         live: Callable[[], dict[str, dict[str, Any]]],
+        *,
+        sync: bool = True,
     ) -> None:
-        """One id's new state (None: forgotten), durable on return; ``live`` gives every live
-        id's, called only for a compaction."""
+        """One id's new state (None: forgotten), durable on return unless not ``sync`` (then
+        with the next record that is); ``live`` gives every live id's, called only for a
+        compaction."""
         record = _record(tid, txn, next_id)
         with open(self.path, "ab") as f:
             try:
                 f.write(record)
                 f.flush()
-                os.fsync(f.fileno())
+                if sync:
+                    os.fsync(f.fileno())
             except OSError:
                 # leave no partial record behind: the next open would cut every later one
                 with contextlib.suppress(OSError):
