@@ -86,6 +86,7 @@ class Segment:
     __slots__ = (
         "_cache",
         "_fd",
+        "_next_offset_at",
         "_pins",
         "_since_index",
         "base_offset",
@@ -118,6 +119,11 @@ class Segment:
         self.ts_ts: array[int] = array("q")
         self.ts_off: array[int] = array("I")
         self._since_index = INDEX_INTERVAL  # the first batch is always indexed
+        # Where the batch after the last one read starts: (its offset, its position). A
+        # consumer's next read asks for exactly that offset, found without a walk of headers
+        # (a fetch over many partitions locates in each). Bytes below ``size`` never change
+        # while the segment is open, so the pair stays true.
+        self._next_offset_at = (-1, 0)
 
     # --- files -------------------------------------------------------------------------------
 
@@ -205,6 +211,8 @@ class Segment:
     @_pinned
     def locate(self, offset: int) -> int:
         """Position of the batch holding ``offset`` (or of the first one after it; size if none)."""
+        if offset == self._next_offset_at[0]:
+            return self._next_offset_at[1]
         i = bisect_right(self.idx_off, offset - self.base_offset) - 1
         pos = self.idx_pos[i] if i >= 0 else 0
         while pos < self.size:
@@ -230,6 +238,7 @@ class Segment:
         if first.size >= max_bytes or first.records >= max_messages or pos + first.size >= end:
             # One batch is the answer: read just it (Iggy-style polls of one message would
             # otherwise pull max_bytes from the page cache every time).
+            self._next_offset_at = (first.base_offset + first.records, pos + first.size)
             return [(first, os.pread(fd, first.size - HEADER_SIZE, pos + HEADER_SIZE))]
         chunk = os.pread(fd, min(end - pos, max_bytes), pos)
         out: list[tuple[BatchHeader, bytes]] = []
@@ -243,6 +252,9 @@ class Segment:
             out.append((h, chunk[p + HEADER_SIZE : q]))
             max_messages -= h.records
             p = q
+        if out:
+            last = out[-1][0]
+            self._next_offset_at = (last.base_offset + last.records, pos + p)
         return out
 
     def walk(self, pos: int = 0) -> Iterator[tuple[int, BatchHeader]]:

@@ -118,3 +118,23 @@ async def test_budgets_never_skip_a_batch(tmp_path: Path) -> None:
                         got = [m.offset for x in r.batches for m in x.messages]
                         assert got == list(range(offset, offset + len(got)))
                         assert 1 <= len(got) <= max_messages
+
+
+async def test_reads_where_the_last_one_ended_and_anywhere_else(tmp_path: Path) -> None:
+    """A read at the offset the previous read ended on is located from that read (no walk of
+    headers); a read anywhere else, inside a batch included, still finds its batch."""
+    async with open_embedded(tmp_path, fsync="never") as b:
+        await create(b)
+        for start in range(0, 60, 3):
+            await append(b, batch(3, start=start))
+        offset, seen = 0, []
+        while offset < 60:  # sequential reads of at most 4 messages: each starts at the hint
+            r = await b.read(Read(topic=TOPIC, partition=0, offset=offset, max_messages=4))
+            got = [m for part in r.batches for m in part.messages]
+            seen += got
+            offset = got[-1].offset + 1
+        assert_intact(seen)
+        for offset in (59, 1, 31, 2, 30):  # jumping around, back and forth, inside batches
+            r = await b.read(Read(topic=TOPIC, partition=0, offset=offset, max_messages=1))
+            [m] = [m for part in r.batches for m in part.messages]
+            assert m.offset == offset
