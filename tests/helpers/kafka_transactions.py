@@ -52,7 +52,7 @@ def read_isolated(
     isolation: str,
     *,
     expect: int,
-    idle_s: float = 1.5,
+    idle_s: float = 1.0,
     assign: bool = False,
 ) -> list[bytes]:
     """Every value from the start of ``topic`` read at ``isolation.level`` by a fresh group
