@@ -21,6 +21,7 @@ from gateway.coordination import GroupCoordinator, UserStore
 from gateway.metrics import Metrics
 from gateway.model import (
     COMMAND_NAMES,
+    AddToTransaction,
     Append,
     AppendResult,
     Authenticate,
@@ -28,15 +29,18 @@ from gateway.model import (
     BackendUnavailable,
     Command,
     CommitOffset,
+    CommitTransactionOffsets,
     CreateTopic,
     DeleteGroup,
     DeleteRecords,
     DescribeGroup,
+    EndTransaction,
     FetchOffset,
     GatewayError,
     Heartbeat,
     IllegalGeneration,
     InitProducer,
+    InitTransaction,
     JoinGroup,
     LeaveGroup,
     ListGroups,
@@ -82,7 +86,15 @@ BROKER_ONLY: list[Command[Any]] = [
 OPTIONAL: list[Command[Any]] = [
     DeleteRecords(topic=Topic("s", "t"), partition=0, offset=-1),
     AwaitData(targets=((Topic("s", "t"), 0, 0),), max_wait_ms=0),  # the router's own otherwise
+    # Kafka transactions (backends.base.Transactions: the embedded store, a Kafka broker)
+    InitTransaction(transactional_id="t", timeout_ms=60_000),
+    AddToTransaction(transactional_id="t", producer_id=1, producer_epoch=0),
+    CommitTransactionOffsets(
+        transactional_id="t", producer_id=1, producer_epoch=0, group="g", stream="s", offsets=()
+    ),
+    EndTransaction(transactional_id="t", producer_id=1, producer_epoch=0, commit=True),
 ]
+TRANSACTIONS = tuple(type(c) for c in OPTIONAL[2:])
 GROUP_COMMANDS = [c for c in NOT_BACKEND if not isinstance(c, Authenticate | InitProducer)]
 
 
@@ -130,7 +142,7 @@ async def test_without_coordinator_and_users_only_backend_commands_run(tmp_path:
     for cls in COMMAND_CLASSES:
         # Producer ids: the gateway grants them when the backend does not.
         backend_or_gateway = hasattr(Backend, cls.name) or cls in (
-            InitProducer, DeleteRecords, AwaitData
+            InitProducer, DeleteRecords, AwaitData, *TRANSACTIONS
         )  # fmt: skip
         assert r.supports(cls) == backend_or_gateway, cls.name
     for cmd in NOT_BACKEND[:-1]:
