@@ -138,4 +138,26 @@ def eos_step(servers: str, *, assign: bool = False) -> tuple[int, int, int, list
     return before, after_abort, after_commit, out
 
 
-__all__ = ["CLIENT_S", "create_topic", "eos_step", "read_isolated", "txn_producer"]
+def fenced(servers: str, topic: str) -> str:
+    """A transactional producer stores ``zombie`` in an open transaction; a second one with
+    the same transactional id commits ``fresh``; the first then tries ``late`` and a commit.
+    Returns the first one's error as ``NAME fatal=BOOL`` ("" if none)."""
+    create_topic(servers, topic)
+    first = txn_producer(servers, f"tid-{topic}")
+    first.begin_transaction()
+    first.produce(topic, b"zombie")
+    assert first.flush(CLIENT_S) == 0
+    second = txn_producer(servers, f"tid-{topic}")  # aborts the first one's transaction
+    second.begin_transaction()
+    second.produce(topic, b"fresh")
+    second.commit_transaction(CLIENT_S)
+    try:
+        first.produce(topic, b"late")
+        first.commit_transaction(CLIENT_S)
+    except KafkaException as exc:
+        err = exc.args[0]
+        return f"{err.name()} fatal={err.fatal()}"
+    return ""
+
+
+__all__ = ["CLIENT_S", "create_topic", "eos_step", "fenced", "read_isolated", "txn_producer"]

@@ -13,7 +13,6 @@ from typing import TypeVar
 import pytest
 import trio
 from confluent_kafka import (
-    KafkaException,
     Producer,
 )
 
@@ -35,6 +34,7 @@ from tests.helpers.kafka_transactions import (
     CLIENT_S,
     create_topic,
     eos_step,
+    fenced,
     read_isolated,
     txn_producer,
 )
@@ -340,22 +340,7 @@ async def test_a_second_producer_fences_the_first(gateway: Running, backend: Kaf
     bootstrap = servers(gateway)
 
     def run() -> tuple[str, list[bytes]]:
-        create_topic(bootstrap, "txf")
-        first = txn_producer(bootstrap, "tid-txf")
-        first.begin_transaction()
-        first.produce("txf", b"zombie")
-        assert first.flush(CLIENT_S) == 0
-        second = txn_producer(bootstrap, "tid-txf")  # aborts the first one's transaction
-        second.begin_transaction()
-        second.produce("txf", b"fresh")
-        second.commit_transaction(CLIENT_S)
-        error = ""
-        try:
-            first.produce("txf", b"late")
-            first.commit_transaction(CLIENT_S)
-        except KafkaException as exc:
-            err = exc.args[0]
-            error = f"{err.name()} fatal={err.fatal()}"
+        error = fenced(bootstrap, "txf")
         return error, read_isolated(bootstrap, "txf", "read_uncommitted", expect=2, assign=True)
 
     error, everything = await in_thread(run)

@@ -6,10 +6,16 @@ stable offset, and fencing by a second producer with the same transactional id."
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Producer
 
 from gateway.app import Running
-from tests.helpers.kafka_transactions import create_topic, eos_step, read_isolated, txn_producer
+from tests.helpers.kafka_transactions import (
+    create_topic,
+    eos_step,
+    fenced,
+    read_isolated,
+    txn_producer,
+)
 
 from .conftest import bootstrap, in_thread
 
@@ -87,22 +93,7 @@ async def test_a_second_producer_fences_the_first(gateway: Running) -> None:
     servers = bootstrap(gateway)
 
     def run() -> tuple[str, list[bytes]]:
-        create_topic(servers, "tx-fence")
-        first = txn_producer(servers, "tid-fence")
-        first.begin_transaction()
-        first.produce("tx-fence", b"zombie")
-        first.flush(10)
-        second = txn_producer(servers, "tid-fence")  # aborts the first one's transaction
-        second.begin_transaction()
-        second.produce("tx-fence", b"fresh")
-        second.commit_transaction(15)
-        error = ""
-        try:
-            first.produce("tx-fence", b"late")
-            first.commit_transaction(15)
-        except KafkaException as exc:
-            err = exc.args[0]
-            error = f"{err.name()} fatal={err.fatal()}"
+        error = fenced(servers, "tx-fence")
         return error, read_isolated(servers, "tx-fence", "read_committed", expect=1)
 
     error, committed = await in_thread(run)
