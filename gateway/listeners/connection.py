@@ -41,7 +41,7 @@ from gateway.access_log import AccessLog, Client
 from gateway.metrics import Metrics
 from gateway.router import RequestContext
 from gateway.tls import TlsError, looks_like_client_hello
-from protocols._wire import Receiver
+from protocols._wire import Gather, Receiver
 
 log = structlog.get_logger("streamgate.session")
 _TLS_BATCH_BYTES = 65536  # what one receive hands the codec at most over TLS
@@ -217,7 +217,7 @@ class Connection:
     def __init__(
         self,
         stream: trio.abc.Stream,
-        send_channel: trio.MemorySendChannel[bytes],
+        send_channel: trio.MemorySendChannel[bytes | Gather],
         *,
         protocol: str,
         conn_id: int,
@@ -401,13 +401,15 @@ class Connection:
         elif codec.max_frame_size < limit:
             self._capped = None  # tuned below the cap: that limit stays
 
-    async def send(self, data: bytes) -> None:
-        """Queue bytes for the writer; waits (pausing this connection) when the queue is full."""
-        if not data:
+    async def send(self, data: bytes | Gather) -> None:
+        """Queue a frame (bytes, or a Gather of pieces) for the writer; waits (pausing this
+        connection) when the queue is full."""
+        size = data.nbytes if isinstance(data, Gather) else len(data)
+        if not size:
             return
         if self._send.statistics().current_buffer_used >= self.limits.send_queue_frames:
             self._paused.inc()
-        self._bytes_out.inc(len(data))
+        self._bytes_out.inc(size)
         await self._send.send(data)
 
     def drain(self) -> None:

@@ -6,6 +6,7 @@ connection)."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from contextlib import suppress
 from dataclasses import dataclass
 
@@ -27,7 +28,7 @@ from gateway.listeners.connection import (
 from gateway.listeners.fd_guard import FD_GUARD, FdGuard, accept_loop
 from gateway.metrics import CONNECTION_ERROR_REASONS, Metrics
 from gateway.tls import ServerTls, TlsError
-from protocols._wire import FrameTooLarge, ProtocolError
+from protocols._wire import FrameTooLarge, Gather, Piece, ProtocolError
 
 log = structlog.get_logger("streamgate.session")
 _conn_ids = itertools.count(1)
@@ -40,17 +41,75 @@ class ListenerInfo:
     tls: bool = False
 
 
-async def _writer(stream: trio.abc.Stream, channel: trio.MemoryReceiveChannel[bytes]) -> None:
+_IOV_MAX = 1024  # buffers one sendmsg takes (Linux's UIO_MAXIOV)
+_SMALL = 2048  # pieces below this are joined with their neighbours: one iovec each would cost more
+
+
+async def _writer(
+    stream: trio.abc.Stream, channel: trio.MemoryReceiveChannel[bytes | Gather]
+) -> None:
+    # A plain socket takes a frame in pieces (stored data is not copied into it); TLS is given
+    # one joined write.
+    sock = stream.socket if isinstance(stream, trio.SocketStream) else None
     async with channel:
         async for data in channel:
-            chunks = [data]
+            frames = [data]
             # Coalesce what is already queued into one write: fewer syscalls when pipelining.
             while True:
                 try:
-                    chunks.append(channel.receive_nowait())
+                    frames.append(channel.receive_nowait())
                 except (trio.WouldBlock, trio.EndOfChannel):
                     break
-            await stream.send_all(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+            if sock is not None and any(isinstance(f, Gather) for f in frames):
+                await _send_gathered(sock, _buffers(frames))
+            elif len(frames) == 1 and isinstance(data, bytes):
+                await stream.send_all(data)
+            else:
+                await stream.send_all(b"".join(_pieces(frames)))
+
+
+def _pieces(frames: list[bytes | Gather]) -> Iterator[Piece]:
+    for frame in frames:
+        if isinstance(frame, Gather):
+            yield from frame.pieces
+        else:
+            yield frame
+
+
+def _buffers(frames: list[bytes | Gather]) -> list[Piece]:
+    """The frames' pieces for one gathering write, runs of small ones joined, empty ones left
+    out."""
+    out: list[Piece] = []
+    run: list[Piece] = []
+    for piece in _pieces(frames):
+        size = piece.nbytes if isinstance(piece, memoryview) else len(piece)
+        if size >= _SMALL:
+            if run:
+                out.append(run[0] if len(run) == 1 else b"".join(run))
+                run = []
+            out.append(piece)
+        elif size:
+            run.append(piece)
+    if run:
+        out.append(run[0] if len(run) == 1 else b"".join(run))
+    return out
+
+
+async def _send_gathered(sock: trio.socket.SocketType, buffers: list[Piece]) -> None:
+    """Every byte of ``buffers`` with as few sendmsg calls as the socket allows (IOV_MAX at a
+    time; a partial write resumes inside the buffer it stopped in)."""
+    i, n = 0, len(buffers)
+    while i < n:
+        sent = await sock.sendmsg(buffers[i : i + _IOV_MAX])
+        while sent and i < n:
+            buf = buffers[i]
+            size = buf.nbytes if isinstance(buf, memoryview) else len(buf)
+            if sent >= size:
+                sent -= size
+                i += 1
+            else:
+                buffers[i] = memoryview(buf).cast("B")[sent:]
+                sent = 0
 
 
 def _local_of(stream: trio.abc.Stream) -> tuple[str, int] | None:
@@ -162,7 +221,7 @@ class _Server:
     async def _run(
         self, raw: trio.abc.Stream, stream: trio.abc.Stream, peer: str, principal: str | None
     ) -> None:
-        send_channel, receive_channel = trio.open_memory_channel[bytes](
+        send_channel, receive_channel = trio.open_memory_channel[bytes | Gather](
             self.limits.send_queue_frames
         )
         conn = Connection(

@@ -3,6 +3,7 @@ SCRAM-SHA-256/512 in both roles) for every codec."""
 
 from .buffer import ReceiveBuffer
 from .errors import FrameTooLarge, LocalProtocolError, ProtocolError, RemoteProtocolError
+from .gather import Gather, Piece
 from .primitives import (
     I16_BE,
     I32_BE,
@@ -58,10 +59,12 @@ __all__ = [
     "ClientFirst",
     "ConnectionClosed",
     "FrameTooLarge",
+    "Gather",
     "LocalProtocolError",
     "MalformedPlain",
     "MalformedScram",
     "NeedData",
+    "Piece",
     "PlainCredentials",
     "PlainNotUtf8",
     "ProtocolError",

@@ -19,8 +19,8 @@ from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, compress, d
 from .hot import (
     FetchPartition,
     ProducePartition,
-    encode_fetch_response,
     encode_produce_response,
+    fetch_response_pieces,
 )
 from .records import decode_batch, decode_records, encode_batch
 
@@ -40,8 +40,8 @@ __all__ = [
     "decode_records",
     "decompress",
     "encode_batch",
-    "encode_fetch_response",
     "encode_produce_response",
+    "fetch_response_pieces",
     "iter_batches",
     "parse_header",
     "set_base_offset",

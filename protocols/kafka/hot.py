@@ -3,7 +3,9 @@ packing, byte for byte what kio's pure-Python writer produces, 7-15x faster (kaf
 
 Non-flexible versions only, so the header is response header v0 (int32 correlation id) and no
 tagged field is ever written (kafka.md §2). Each function returns the whole frame, size prefix
-included. Values a field cannot hold raise LocalProtocolError; an unserved version, ValueError.
+included: Produce as bytes, Fetch in pieces (a ``Gather``: the stored record batches are not
+copied into the frame; ``.join()`` gives the bytes). Values a field cannot hold raise
+LocalProtocolError; an unserved version, ValueError.
 """
 
 from __future__ import annotations
@@ -14,15 +16,15 @@ from typing import Final, NamedTuple
 
 from kio.schema.errors import ErrorCode
 
-from protocols._wire import I16_BE, I32_BE, LocalProtocolError
+from protocols._wire import I16_BE, I32_BE, Gather, LocalProtocolError
 
 __all__ = [
     "FETCH_VERSIONS",
     "PRODUCE_VERSIONS",
     "FetchPartition",
     "ProducePartition",
-    "encode_fetch_response",
     "encode_produce_response",
+    "fetch_response_pieces",
 ]
 
 PRODUCE_VERSIONS: Final = range(3, 8)
@@ -113,7 +115,7 @@ def encode_produce_response(
     return b"".join(parts)
 
 
-def encode_fetch_response(
+def fetch_response_pieces(
     correlation_id: int,
     version: int,
     topics: Sequence[tuple[str, Sequence[FetchPartition]]],
@@ -121,7 +123,7 @@ def encode_fetch_response(
     throttle_time_ms: int = 0,
     error_code: int = ErrorCode.none,
     session_id: int = 0,
-) -> bytes:
+) -> Gather:
     if version not in FETCH_VERSIONS:
         raise ValueError(f"Fetch response v{version} is not served (v4..v11 are)")
     if version < 7 and session_id != 0:
@@ -129,8 +131,9 @@ def encode_fetch_response(
         # field is "ignorable"; SessionId is not (ErrorCode is, and is dropped like kio drops it).
         raise LocalProtocolError(f"Fetch response v{version} has no session_id ({session_id})")
     head = _FETCH_HEAD_V7 if version >= 7 else _FETCH_HEAD_V4
-    # Record pieces are only referenced here and copied once, by the final join; sizes are
-    # counted as we go because a memoryview's len() is not its byte count unless its format is B.
+    # Record pieces are only referenced here, never copied (the writer sends them as they are,
+    # or joins them once); sizes are counted as we go because a memoryview's len() is not its
+    # byte count unless its format is B.
     parts: list[bytes | memoryview] = [b""]
     append = parts.append
     size = head.size - _SIZE
@@ -178,4 +181,4 @@ def encode_fetch_response(
             parts[0] = head.pack(size, correlation_id, throttle_time_ms, len(topics))
     except (struct.error, UnicodeEncodeError) as exc:
         raise LocalProtocolError(f"Fetch response field out of range: {exc}") from None
-    return b"".join(parts)
+    return Gather(parts, size + _SIZE)

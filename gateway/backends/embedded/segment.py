@@ -55,6 +55,7 @@ _IDX_HEAD = struct.Struct("<4sB3xQQQqQII")
 _TIX_HEAD = struct.Struct("<4sB3xQII")
 _TIX_ENTRY = struct.Struct("<qI")
 _BIG_ENDIAN: Final = sys.byteorder == "big"
+_MANY_MESSAGES: Final = 1000  # a read for this many messages or more pulls its byte budget at once
 
 
 def segment_name(base_offset: int) -> str:
@@ -213,7 +214,10 @@ class Segment:
         """Position of the batch holding ``offset`` (or of the first one after it; size if none)."""
         if offset == self._next_offset_at[0]:
             return self._next_offset_at[1]
-        i = bisect_right(self.idx_off, offset - self.base_offset) - 1
+        rel = offset - self.base_offset
+        i = bisect_right(self.idx_off, rel) - 1
+        if i >= 0 and self.idx_off[i] == rel:
+            return self.idx_pos[i]  # an indexed batch begins there: no header to read
         pos = self.idx_pos[i] if i >= 0 else 0
         while pos < self.size:
             h = self.header_at(pos)
@@ -232,15 +236,26 @@ class Segment:
         if pos >= end:
             return []
         fd = self.fd
-        first = self.header_at(pos)
-        if first.size > max_bytes and not force:
-            return []
-        if first.size >= max_bytes or first.records >= max_messages or pos + first.size >= end:
-            # One batch is the answer: read just it (Iggy-style polls of one message would
-            # otherwise pull max_bytes from the page cache every time).
-            self._next_offset_at = (first.base_offset + first.records, pos + first.size)
-            return [(first, os.pread(fd, first.size - HEADER_SIZE, pos + HEADER_SIZE))]
-        chunk = os.pread(fd, min(end - pos, max_bytes), pos)
+        if max_messages >= _MANY_MESSAGES:
+            # A reader that wants many batches (a Kafka Fetch) reads its budget at once, the
+            # first header with it: one pread per read, not two.
+            chunk = os.pread(fd, min(end - pos, max(max_bytes, HEADER_SIZE)), pos)
+            first = parse_header(chunk)
+            if first.size > len(chunk):  # over max_bytes on its own
+                if not force:
+                    return []
+                self._next_offset_at = (first.base_offset + first.records, pos + first.size)
+                return [(first, os.pread(fd, first.size - HEADER_SIZE, pos + HEADER_SIZE))]
+        else:
+            first = self.header_at(pos)
+            if first.size > max_bytes and not force:
+                return []
+            if first.size >= max_bytes or first.records >= max_messages or pos + first.size >= end:
+                # One batch is the answer: read just it (Iggy-style polls of one message would
+                # otherwise pull max_bytes from the page cache every time).
+                self._next_offset_at = (first.base_offset + first.records, pos + first.size)
+                return [(first, os.pread(fd, first.size - HEADER_SIZE, pos + HEADER_SIZE))]
+            chunk = os.pread(fd, min(end - pos, max_bytes), pos)
         out: list[tuple[BatchHeader, bytes]] = []
         p = 0
         limit = len(chunk) - HEADER_SIZE

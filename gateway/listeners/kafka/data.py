@@ -27,13 +27,13 @@ from gateway.model import (
     decode_wire,
 )
 from gateway.translate.kafka import requests as tr
-from protocols._wire import RemoteProtocolError
+from protocols._wire import Gather, RemoteProtocolError
 from protocols.kafka.framing import KafkaRequest
 from protocols.kafka.hot import (
     FetchPartition,
     ProducePartition,
-    encode_fetch_response,
     encode_produce_response,
+    fetch_response_pieces,
 )
 
 _ACKS = {0: Acks.NONE, 1: Acks.LEADER, -1: Acks.ALL}
@@ -117,7 +117,7 @@ async def _append(
 # --- Fetch ---------------------------------------------------------------------------------------
 
 
-async def fetch(session: Session, req: KafkaRequest) -> bytes:
+async def fetch(session: Session, req: KafkaRequest) -> Gather:
     body = req.body
     max_wait_ms = max(0, tr.millis(body.max_wait))
     min_bytes = max(1, body.min_bytes)
@@ -143,7 +143,7 @@ async def fetch(session: Session, req: KafkaRequest) -> bytes:
         topics.setdefault(name, []).append(part)
     # Every requested partition is listed (kafka.md §1.4 trap 5); session_id 0 declines
     # KIP-227 fetch sessions, so every fetch is a full one.
-    return encode_fetch_response(
+    return fetch_response_pieces(
         req.correlation_id, req.api_version, list(topics.items()), session_id=0
     )
 

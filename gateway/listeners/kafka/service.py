@@ -26,7 +26,7 @@ from gateway.listeners.kafka import transactions as kafka_txn
 from gateway.listeners.kafka.session import ApiHandlers, KafkaSettings, Session
 from gateway.model import DeleteGroup, DeleteRecords, InitProducer, InitTransaction
 from gateway.router import Router
-from protocols._wire import NEED_DATA, RemoteProtocolError
+from protocols._wire import NEED_DATA, Gather, RemoteProtocolError
 from protocols.kafka.framing import (
     CONNECTION_CLOSED,
     KafkaServerCodec,
@@ -150,10 +150,10 @@ class KafkaService:
                 # the SASL user, or None = anonymous (a listener without SASL)
                 request.ctx.user = session.user or None
                 response = await handlers[req.api_key](session, req)
-                if response is not None:
-                    await conn.send(
-                        response if isinstance(response, bytes) else codec.send(req, response)
-                    )
+                if isinstance(response, (bytes, Gather)):
+                    await conn.send(response)
+                elif response is not None:
+                    await conn.send(codec.send(req, response))
             if session.close_after_response:
                 return
 

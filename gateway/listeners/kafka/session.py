@@ -81,9 +81,9 @@ class Session:
         return build(load_response_schema(req.api_key, req.api_version), values)
 
 
-# A handler answers with a kio response body, the bytes of a whole frame (the hot encoders), or
-# None (no answer: Produce with acks=0). The table is keyed by api key: every request of a key
-# is a KafkaRequest whose body is that key's kio class.
+# A handler answers with a kio response body, a whole frame from the hot encoders (bytes, or a
+# Gather of pieces: Fetch), or None (no answer: Produce with acks=0). The table is keyed by api
+# key: every request of a key is a KafkaRequest whose body is that key's kio class.
 ApiHandler = Callable[[Session, KafkaRequest], Awaitable[object]]
 ApiHandlers = Mapping[int, ApiHandler]
 

@@ -35,8 +35,8 @@ from protocols.kafka.hot import (
     PRODUCE_VERSIONS,
     FetchPartition,
     ProducePartition,
-    encode_fetch_response,
     encode_produce_response,
+    fetch_response_pieces,
 )
 
 FRAMES = Path(__file__).resolve().parents[2] / "vectors" / "kafka" / "frames"
@@ -53,6 +53,16 @@ PROPERTIES = settings(max_examples=60, deadline=None, suppress_health_check=[Hea
 
 
 # --- kio's side ---------------------------------------------------------------------------------
+
+
+def encode_fetch_response(
+    correlation_id: int, version: int, topics: FetchTopics, **keywords: int
+) -> bytes:
+    """The whole frame: the pieces joined, their byte count checked against the size prefix."""
+    gathered = fetch_response_pieces(correlation_id, version, topics, **keywords)
+    frame = gathered.join()
+    assert gathered.nbytes == len(frame) == 4 + int.from_bytes(frame[:4], "big")
+    return frame
 
 
 def schema(api_key: int, version: int) -> ModuleType:
@@ -446,7 +456,8 @@ def test_fetch_refuses_values_fields_cannot_hold(
 
 
 def test_fetch_writes_record_pieces_back_to_back() -> None:
-    pieces: Sequence[bytes | memoryview] = (b"ab", memoryview(b"xcd")[1:], b"", memoryview(b"ef"))
+    ints = memoryview(bytearray(b"ef\x00\x00")).cast("H")[:1]  # len() 1, 2 bytes
+    pieces: Sequence[bytes | memoryview] = (b"ab", memoryview(b"xcd")[1:], b"", ints)
     one = encode_fetch_response(9, 11, [("t", [FetchPartition(0, 0, 5, records=pieces)])])
     joined = encode_fetch_response(9, 11, [("t", [FetchPartition(0, 0, 5, records=(b"abcdef",))])])
     assert one == joined
