@@ -45,6 +45,8 @@ from protocols._wire import Gather, Receiver
 
 log = structlog.get_logger("streamgate.session")
 _TLS_BATCH_BYTES = 65536  # what one receive hands the codec at most over TLS
+_RECEIVE_BYTES = 65536  # one read from the socket, between frames
+_RECEIVE_MID_FRAME_BYTES = 1 << 20  # ... and in the middle of one (a big send arrives in fewer)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -296,9 +298,9 @@ class Connection:
         the request's ``ctx`` goes to every ``router.execute`` it makes."""
         return Request(self._meters, wire_command, self.client)
 
-    async def receive(self) -> bytes:
-        """The next bytes from the client; b"" at EOF, or when the gateway is draining and no
-        request is partly read."""
+    async def receive(self, max_bytes: int = _RECEIVE_BYTES) -> bytes:
+        """The next bytes from the client (up to ``max_bytes`` from the socket); b"" at EOF, or
+        when the gateway is draining and no request is partly read."""
         if self._draining and not self._mid_request():
             return b""
         idle, request = self.limits.idle_timeout_s, self.limits.request_timeout_s
@@ -311,7 +313,7 @@ class Connection:
         # One scope for both ends of a wait: its deadline (a timeout), or drain() cancelling it.
         with trio.CancelScope(deadline=deadline) as scope:
             self._receive_scope = scope
-            data = cast(bytes, await self.stream.receive_some(65536))
+            data = cast(bytes, await self.stream.receive_some(max_bytes))
         self._receive_scope = None
         if scope.cancelled_caught:
             if self._draining and trio.current_time() < deadline:
@@ -366,7 +368,7 @@ class Connection:
             self._frame_started = last_at
         self._feeding = codec
         try:
-            data = await self.receive()
+            data = await self.receive(_RECEIVE_MID_FRAME_BYTES if buffered else _RECEIVE_BYTES)
         finally:
             self._feeding = None
         if data:

@@ -43,7 +43,7 @@ class ReceiveBuffer:
         end = self._head + n
         if end > len(self._data):
             return None
-        out = bytes(self._data[self._head : end])
+        out = bytes(memoryview(self._data)[self._head : end])  # one copy, not two
         self._head = end
         return out
 
@@ -60,7 +60,7 @@ class ReceiveBuffer:
         end = self._head + n
         if end > len(self._data):
             return None
-        return bytes(self._data[self._head : end])
+        return bytes(memoryview(self._data)[self._head : end])
 
     def unparsed(self) -> bytes:
         """What no frame has taken yet (codecs commit or roll back before returning, so the

@@ -15,6 +15,7 @@ from xxhash import xxh3_64_intdigest
 from protocols._wire import LocalProtocolError
 
 from .codes import Era
+from .columns import uniform_frames
 from .frames_messages import Message
 from .headers import decode_headers, encode_headers
 from .status import Status
@@ -35,6 +36,7 @@ __all__ = [
     "encode_era_b_message",
     "encode_polled",
     "restamp_batch",
+    "restamp_pieces",
     "split_batches",
 ]
 
@@ -205,18 +207,61 @@ def restamp_batch(
     skip: int = 0,
     limit: int | None = None,
 ) -> tuple[bytes, int]:
+    """``restamp_pieces`` joined into one ``bytes``."""
+    pieces, count = restamp_pieces(
+        batch,
+        partition_id=partition_id,
+        base_offset=base_offset,
+        base_timestamp=base_timestamp,
+        skip=skip,
+        limit=limit,
+    )
+    return b"".join(pieces), count
+
+
+def restamp_pieces(
+    batch: bytes | memoryview,
+    *,
+    partition_id: int,
+    base_offset: int,
+    base_timestamp: int,
+    skip: int = 0,
+    limit: int | None = None,
+) -> tuple[tuple[bytes | memoryview, ...], int]:
     """A stored producer batch (its 256-byte header and frames as sent, offset deltas 0, 1, 2,
     ...) ready to be served: frames ``skip`` .. ``skip + limit`` kept untouched (their deltas
     stay relative to ``base_offset``, so offsets come out right), the header stamped and the
-    batch checksum recomputed over the kept frames (§6.1/§6.3). Returns the bytes and how many
+    batch checksum recomputed over the kept frames (§6.1/§6.3). Returns the new header and a
+    view of the kept frames (nothing copied; ``()`` when no frame is kept), and how many
     messages they hold. The frames were checked when the batch was admitted; only their
     lengths are read here."""
-    data = memoryview(batch)
+    data = batch if isinstance(batch, bytes) else bytes(batch)
     if len(data) < BATCH_HEADER_SIZE:
         malformed("a stored batch shorter than its header")
     origin = _U64.unpack_from(data, 24)[0]
     total = _U32.unpack_from(data, 48)[0]
     end = total if limit is None else min(total, skip + limit)
+    frames = uniform_frames(data, BATCH_HEADER_SIZE, len(data), total)
+    if frames is not None:  # frames of one size: where each starts is known
+        count = max(0, end - skip)
+        first = BATCH_HEADER_SIZE + min(skip, total) * frames.stride
+        last = first + count * frames.stride
+        checksums = frames.checksums(skip, skip + count) if count else b""
+    else:
+        first, last, checksums, count = _kept_frames(data, skip, end)
+    if not count:
+        return (), 0
+    fields = _BATCH_FIELDS.pack(
+        partition_id, base_offset, base_timestamp, origin, BATCH_HEADER_SIZE + last - first
+    )
+    count_raw = _U32.pack(count)
+    checksum = xxh3_64_intdigest(b"".join((fields, count_raw, checksums)))
+    header = b"".join((fields, _U64.pack(checksum), count_raw, _RESERVED))
+    return (header, memoryview(data)[first:last]), count
+
+
+def _kept_frames(data: bytes, skip: int, end: int) -> tuple[int, int, bytes, int]:
+    """Where frames ``skip .. end`` start and end, their checksums and count, frame by frame."""
     pos = BATCH_HEADER_SIZE
     first = last = pos
     checksums = []
@@ -232,16 +277,7 @@ def restamp_batch(
         last = pos
     if pos > len(data):
         malformed("a stored batch's frame runs past its end")
-    count = len(checksums)
-    if not count:
-        return b"", 0
-    frames = data[first:last]
-    fields = _BATCH_FIELDS.pack(
-        partition_id, base_offset, base_timestamp, origin, BATCH_HEADER_SIZE + len(frames)
-    )
-    count_raw = _U32.pack(count)
-    checksum = xxh3_64_intdigest(b"".join((fields, count_raw, *checksums)))
-    return b"".join((fields, _U64.pack(checksum), count_raw, _RESERVED, frames)), count
+    return first, last, b"".join(checksums), len(checksums)
 
 
 _LENGTHS = struct.Struct("<II")  # user headers length, payload length (frame offsets 32, 36)

@@ -55,7 +55,7 @@ from .sent_batch import scan_sent_batch
 from .status import Status
 from .wire import Reader, malformed, pack_u32, pack_u64
 
-__all__ = ["LAYOUTS"]
+__all__ = ["LAYOUTS", "polled_pieces"]
 
 
 class _SendMessagesKind:
@@ -154,21 +154,26 @@ class _SendMessagesKind:
         )
 
 
+def polled_pieces(value: PolledMessages, era: Era) -> list[bytes | memoryview]:
+    """A PolledMessages body in the pieces it is made of: the stored batches it carries
+    (``batches``) are not copied into one ``bytes``."""
+    head = pack_u32(value.partition_id, "partition id") + pack_u64(value.current_offset)
+    if value.batches and era is not Era.C:
+        raise LocalProtocolError("pre-encoded batches exist in era C only")
+    head += pack_u32(len(value.messages) + value.batches_count, "messages count")
+    if era is Era.A:
+        return [head, *(encode_era_a_polled(m) for m in value.messages)]
+    if era is Era.B:
+        return [head, *(encode_era_b_message(m) for m in value.messages)]
+    return [head, *encode_polled(value.messages, value.partition_id), *value.batches]
+
+
 class _PolledMessagesKind:
     """``[partition_id u32][current_offset u64][count u32]`` (always there, §6.3), then
     batches (era C), 64-byte-header messages (era B) or era A messages."""
 
     def encode(self, value: PolledMessages, era: Era, /) -> bytes:
-        head = pack_u32(value.partition_id, "partition id") + pack_u64(value.current_offset)
-        if value.batches and era is not Era.C:
-            raise LocalProtocolError("pre-encoded batches exist in era C only")
-        head += pack_u32(len(value.messages) + value.batches_count, "messages count")
-        if era is Era.A:
-            return head + b"".join(encode_era_a_polled(m) for m in value.messages)
-        if era is Era.B:
-            return head + b"".join(encode_era_b_message(m) for m in value.messages)
-        encoded = encode_polled(value.messages, value.partition_id)
-        return b"".join((head, *encoded, *value.batches))
+        return b"".join(polled_pieces(value, era))
 
     def decode(self, reader: Reader, era: Era, /) -> PolledMessages:
         partition_id = reader.u32("partition id")

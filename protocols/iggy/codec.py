@@ -15,12 +15,14 @@ from xxhash import xxh3_64_intdigest
 from protocols._wire import (
     NEED_DATA,
     ConnectionClosed,
+    Gather,
     LocalProtocolError,
     NeedData,
     Receiver,
     RemoteProtocolError,
 )
 
+from .body_messages import polled_pieces
 from .codes import (
     CHECKSUMMED_OPERATIONS,
     CODE_OF_OPERATION,
@@ -40,6 +42,7 @@ from .commands import (
     encode_reply_body,
     encode_request_body,
 )
+from .frames_messages import PolledMessages, PollMessages
 from .frames_system import (
     LoginRegisterResponse,
     LoginUser,
@@ -145,8 +148,12 @@ class _Receiver(Receiver):
         if size < HEADER_SIZE:
             raise RemoteProtocolError(f"VSR frame size {size} is below its 256-byte header")
         self._buffer.check_size(size)  # before waiting for (or allocating) the body
-        body = self._buffer.consume_exactly(size - HEADER_SIZE)
-        return None if body is None else (raw, body)
+        # A view copied once (a send's batch is most of it), released before the commit.
+        view = self._buffer.consume_view(size - HEADER_SIZE)
+        if view is None:
+            return None
+        with view:
+            return raw, bytes(view)
 
     def _frame(self, read: Callable[[], _T | None]) -> _T | None:
         """``read`` one whole frame and commit it, or roll back to its first byte."""
@@ -264,6 +271,22 @@ class IggyServerCodec(_Receiver):
         session = body.session if isinstance(body, LoginRegisterResponse) else header.session
         return self._reply(header, Status.OK, payload, session)
 
+    def send_polled(self, request: IggyRequest, body: PolledMessages) -> Gather:
+        """``send_ok`` for a poll, in pieces: the stored batches the answer carries (views,
+        ``PolledMessages.batches``) go to the writer as they are, not copied into one frame."""
+        if not isinstance(request.command, PollMessages):
+            raise LocalProtocolError(f"PolledMessages does not answer {request.code}")
+        if request.framing is Framing.LEGACY:
+            data = self.send_ok(request, body)
+            return Gather([data], len(data))
+        header = _vsr_header(request)
+        pieces = polled_pieces(body, Era.C)
+        if header.operation in RESULT_FRAMED_OPERATIONS:
+            pieces.insert(0, pack_u32(0))  # result section: no errors (§3.7)
+        size = sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in pieces)
+        head = self._reply_header(header, Status.OK, size, header.session)
+        return Gather([head, *pieces], len(head) + size)
+
     def send_error(self, request: IggyRequest, status: int) -> bytes:
         """A failure on the status channel: VSR status at offset 216 with an empty body, which
         every operation accepts (§3.7); legacy ``[status][0]`` (§9.1)."""
@@ -301,8 +324,12 @@ class IggyServerCodec(_Receiver):
             )
         )
 
+    @classmethod
+    def _reply(cls, header: RequestHeader, status: int, payload: bytes, session: int) -> bytes:
+        return cls._reply_header(header, status, len(payload), session) + payload
+
     @staticmethod
-    def _reply(header: RequestHeader, status: int, payload: bytes, session: int) -> bytes:
+    def _reply_header(header: RequestHeader, status: int, size: int, session: int) -> bytes:
         reply = ReplyHeader(
             client=header.client,
             request=header.request,
@@ -312,7 +339,7 @@ class IggyServerCodec(_Receiver):
             request_checksum=header.request_checksum,
             timestamp=header.timestamp,
         )
-        return encode_reply_header(reply, len(payload)) + payload
+        return encode_reply_header(reply, size)
 
 
 def _vsr_header(request: IggyRequest) -> RequestHeader:

@@ -100,7 +100,8 @@ class PolledMessages:
     partition_id: int
     current_offset: int
     messages: tuple[Message, ...] = ()
-    # Era C only: batches already encoded (e.g. by ``restamp_batch``), sent after ``messages``;
+    # Era C only: batches already encoded (e.g. by ``restamp_pieces``: a header and a view of
+    # the stored frames), their pieces sent one after the other after ``messages``;
     # ``batches_count`` is how many messages they hold. Decoding fills ``messages`` only.
-    batches: tuple[bytes, ...] = field(default=(), compare=False, repr=False)
+    batches: tuple[bytes | memoryview, ...] = field(default=(), compare=False, repr=False)
     batches_count: int = 0

@@ -1,10 +1,12 @@
 """A producer's era C batch checked without building one object per message (iggy.md §6.1).
 
 A server stores a sent batch as it came (256-byte header and frames) and serves it restamped,
-so on the send path nothing needs a ``Message``: ``scan_sent_batch`` walks the frames once,
-checking what the real server checks at admission (lengths, reserved fields, user headers,
-both checksums: 4027 / 4039) and keeping what a server needs about the batch (count, origin
-timestamp range, whether a payload is empty, whether the offset deltas are 0, 1, 2, ...). The
+so on the send path nothing needs a ``Message``: ``scan_sent_batch`` checks what the real
+server checks at admission (lengths, reserved fields, user headers, both checksums: 4027 /
+4039) and keeps what a server needs about the batch (count, origin timestamp range, whether a
+payload is empty, whether the offset deltas are 0, 1, 2, ...). Frames of one size (most
+producers') are checked a field at a time over all of them (``columns``), others frame by
+frame, which is also what words the error when something is wrong. The
 messages themselves are a ``SentMessages`` sequence that decodes the frames only when read: a
 translation to another protocol, or a batch a store cannot keep as it is.
 """
@@ -17,8 +19,11 @@ from typing import overload
 
 from xxhash import xxh3_64_intdigest
 
+from protocols._wire import RemoteProtocolError
+
 from .batch import BATCH_HEADER_SIZE, FRAME_HEADER_SIZE, decode_batch_messages
 from .codes import Era
+from .columns import uniform_frames
 from .frames_messages import Message
 from .headers import decode_headers
 from .status import Status
@@ -114,53 +119,103 @@ def scan_sent_batch(reader: Reader) -> tuple[SentMessages, bool]:
     end = start + length
     if end > reader.end:
         reader.take(length, "batch")  # the usual "runs past" error
+    frames_at = start + BATCH_HEADER_SIZE
+    # Frames of one size are checked column by column; anything else (or anything wrong, so
+    # that the error names the first bad message) frame by frame.
+    frames = _Scan.of_table(data, frames_at, end, count)
+    if frames is None:
+        frames = _Scan.of_frames(data, frames_at, end, count)
     view = memoryview(data)
-    unpack = _FRAME.unpack_from
-    digest = xxh3_64_intdigest
-    in_order = base_offset == 0
-    empty = False
-    low = high = None
-    pos = start + BATCH_HEADER_SIZE
-    checksums = bytearray()
-    for i in range(count):
-        frame = pos
-        if pos + FRAME_HEADER_SIZE > end:
-            malformed("a message header runs past the end of its batch")
-        (checksum, id_low, id_high, offset_delta, ts_delta, headers_length, payload_length,
-         reserved) = unpack(data, pos)  # fmt: skip
-        if reserved:
-            malformed("a message's reserved field is not zero")
-        pos += FRAME_HEADER_SIZE
-        payload_end = pos + payload_length
-        frame_end = payload_end + headers_length
-        if frame_end > end:
-            malformed(f"message {id_high << 64 | id_low} runs past the end of its batch")
-        if headers_length:
-            decode_headers(Reader(data, payload_end, frame_end), Era.C)  # checked, not kept
-        if digest(view[frame + 8 : frame_end]) != checksum:
-            malformed(
-                f"message {id_high << 64 | id_low} has a wrong checksum",
-                Status.INVALID_MESSAGE_CHECKSUM,
-            )
-        checksums += view[frame : frame + 8]
-        empty = empty or not payload_length
-        in_order = in_order and offset_delta == i
-        if low is None or ts_delta < low:
-            low = ts_delta
-        if high is None or ts_delta > high:
-            high = ts_delta
-        pos = frame_end
-    if pos != end:
-        malformed(f"{end - pos} bytes after the batch's messages")
     head = view[start : start + 40]
-    if digest(b"".join((head, view[start + 48 : start + 52], checksums))) != batch_checksum:
+    checked = b"".join((head, view[start + 48 : start + 52], frames.checksums))
+    if xxh3_64_intdigest(checked) != batch_checksum:
         malformed("the batch checksum is wrong", Status.INVALID_BATCH_CHECKSUM)
     reader.pos = end
+    batch = data[start:end]  # the body itself when it is only the batch: no copy
     messages = SentMessages(
-        bytes(view[start:end]),
+        batch if type(batch) is bytes else bytes(batch),
         count,
-        min_origin=origin + (low or 0),
-        max_origin=origin + (high or 0),
-        empty_payload=empty,
+        min_origin=origin + frames.low,
+        max_origin=origin + frames.high,
+        empty_payload=frames.empty,
     )
-    return messages, in_order
+    return messages, base_offset == 0 and frames.in_order
+
+
+class _Scan:
+    """What the scan of a batch's frames found."""
+
+    __slots__ = ("checksums", "empty", "high", "in_order", "low")
+
+    def __init__(self, checksums: bytes, low: int, high: int, empty: bool, in_order: bool) -> None:
+        self.checksums = checksums  # the frames' checksum fields, one after the other
+        self.low, self.high = low, high  # the smallest and largest timestamp delta
+        self.empty = empty  # a payload is empty
+        self.in_order = in_order  # the offset deltas are 0, 1, 2, ...
+
+    @classmethod
+    def of_table(cls, data: bytes, start: int, end: int, count: int) -> _Scan | None:
+        """Frames of one size, each field checked over all of them at once; None when they are
+        not of one size or something is wrong (the frame-by-frame scan then says what)."""
+        if not isinstance(data, bytes):  # (strided slices of a view have no count())
+            return None
+        frames = uniform_frames(data, start, end, count)
+        checksums = None if frames is None else frames.verified_checksums()
+        if frames is None or checksums is None:
+            return None
+        for block in frames.user_headers():
+            try:
+                decode_headers(Reader(block), Era.C)  # checked, not kept
+            except RemoteProtocolError:
+                return None
+        deltas = frames.timestamp_deltas()
+        return cls(
+            checksums,
+            min(deltas),
+            max(deltas),
+            frames.payload_length == 0,
+            frames.offset_deltas_are_indexes(),
+        )
+
+    @classmethod
+    def of_frames(cls, data: bytes, start: int, end: int, count: int) -> _Scan:
+        """Frame by frame, as the real server admits them: the first bad one is refused."""
+        view = memoryview(data)
+        unpack = _FRAME.unpack_from
+        digest = xxh3_64_intdigest
+        in_order = True
+        empty = False
+        low = high = None
+        pos = start
+        checksums = bytearray()
+        for i in range(count):
+            frame = pos
+            if pos + FRAME_HEADER_SIZE > end:
+                malformed("a message header runs past the end of its batch")
+            (checksum, id_low, id_high, offset_delta, ts_delta, headers_length, payload_length,
+             reserved) = unpack(data, pos)  # fmt: skip
+            if reserved:
+                malformed("a message's reserved field is not zero")
+            pos += FRAME_HEADER_SIZE
+            payload_end = pos + payload_length
+            frame_end = payload_end + headers_length
+            if frame_end > end:
+                malformed(f"message {id_high << 64 | id_low} runs past the end of its batch")
+            if headers_length:
+                decode_headers(Reader(data, payload_end, frame_end), Era.C)  # checked, not kept
+            if digest(view[frame + 8 : frame_end]) != checksum:
+                malformed(
+                    f"message {id_high << 64 | id_low} has a wrong checksum",
+                    Status.INVALID_MESSAGE_CHECKSUM,
+                )
+            checksums += view[frame : frame + 8]
+            empty = empty or not payload_length
+            in_order = in_order and offset_delta == i
+            if low is None or ts_delta < low:
+                low = ts_delta
+            if high is None or ts_delta > high:
+                high = ts_delta
+            pos = frame_end
+        if pos != end:
+            malformed(f"{end - pos} bytes after the batch's messages")
+        return cls(bytes(checksums), low or 0, high or 0, empty, in_order)

@@ -55,7 +55,9 @@ _IDX_HEAD = struct.Struct("<4sB3xQQQqQII")
 _TIX_HEAD = struct.Struct("<4sB3xQII")
 _TIX_ENTRY = struct.Struct("<qI")
 _BIG_ENDIAN: Final = sys.byteorder == "big"
-_MANY_MESSAGES: Final = 1000  # a read for this many messages or more pulls its byte budget at once
+# A read for this many messages (what a Kafka Fetch asks: whatever its byte budget holds) pulls the
+# budget at once. Not fewer: an Iggy poll of 1,000 messages with a 32 MiB budget wants one batch.
+_MANY_MESSAGES: Final = 1_000_000
 
 
 def segment_name(base_offset: int) -> str:

@@ -33,7 +33,7 @@ from gateway.model import GatewayError, UnknownStream, UnknownTopic
 from gateway.router import Router
 from gateway.translate.iggy import requests as tr
 from gateway.translate.iggy.errors import eviction_of
-from protocols._wire import NEED_DATA, RemoteProtocolError
+from protocols._wire import NEED_DATA, Gather, RemoteProtocolError
 from protocols.iggy import (
     CONNECTION_CLOSED,
     Command,
@@ -43,6 +43,7 @@ from protocols.iggy import (
     IggyServerCodec,
     Operation,
 )
+from protocols.iggy import frames_messages as fm
 from protocols.iggy import frames_system as fs
 from protocols.iggy.status import EvictionReason, Status
 
@@ -148,7 +149,7 @@ class IggyService:
 
     async def _answer(
         self, session: Session, codec: IggyServerCodec, req: IggyRequest
-    ) -> tuple[bytes, str]:
+    ) -> tuple[bytes | Gather, str]:
         command = req.command
         if session.user is None and req.code not in _BEFORE_LOGIN:
             return codec.send_error(req, Status.UNAUTHENTICATED), "unauthorized"
@@ -171,6 +172,8 @@ class IggyService:
             return codec.send_error(req, status), exc.error_type
         if isinstance(body, fs.LoginRegisterResponse):
             session.client.session = body.session
+        if isinstance(body, fm.PolledMessages) and body.batches:
+            return codec.send_polled(req, body), ""  # stored batches sent from where they are
         return codec.send_ok(req, body), ""
 
     @staticmethod

@@ -27,7 +27,7 @@ from gateway.translate.iggy.messages import (
     to_iggy,
 )
 from protocols import iggy as wire
-from protocols.iggy.batch import restamp_batch
+from protocols.iggy.batch import restamp_pieces
 from protocols.iggy.sent_batch import empty_payload, origin_range
 
 PROTOCOL = "iggy"
@@ -57,9 +57,10 @@ def wire_batch(cmd: wire.SendMessages) -> WireBatch | None:
 
 def serve_batch(
     stored: WireBatch, *, partition_id: int, skip: int, limit: int
-) -> tuple[bytes, int, int]:
-    """A stored Iggy batch stamped for a poll: (bytes, messages, offset of the last one)."""
-    data, count = restamp_batch(
+) -> tuple[tuple[bytes | memoryview, ...], int, int]:
+    """A stored Iggy batch stamped for a poll: (its pieces: the new header and a view of the
+    stored frames, messages, offset of the last one)."""
+    pieces, count = restamp_pieces(
         stored.data,
         partition_id=partition_id,
         base_offset=stored.base_offset,
@@ -67,7 +68,7 @@ def serve_batch(
         skip=skip,
         limit=limit,
     )
-    return data, count, stored.base_offset + skip + count - 1
+    return pieces, count, stored.base_offset + skip + count - 1
 
 
 __all__ = [
