@@ -53,8 +53,10 @@ from .frames_consume import (
     SubscribeResponse,
     Unsubscribe,
     UnsubscribeResponse,
+    deliver_frame,
 )
 from .frames_publish import (
+    PUBLISH_ITEMS_AT,
     DeclarePublisher,
     DeclarePublisherResponse,
     DeletePublisher,
@@ -68,6 +70,8 @@ from .frames_publish import (
     QueryPublisherSequence,
     QueryPublisherSequenceResponse,
     SimpleEntries,
+    items_entries,
+    items_frame,
     publish_frames,
 )
 from .frames_streams import (
@@ -101,6 +105,7 @@ __all__ = [
     "CONNECTION_CLOSED",
     "DEFAULT_MAX_FRAME_SIZE",
     "NEED_DATA",
+    "PUBLISH_ITEMS_AT",
     "SERVER_FRAMES",
     "Broker",
     "Close",
@@ -175,5 +180,8 @@ __all__ = [
     "Tune",
     "Unsubscribe",
     "UnsubscribeResponse",
+    "deliver_frame",
+    "items_entries",
+    "items_frame",
     "publish_frames",
 ]

@@ -18,7 +18,6 @@ from typing import Final
 from gateway.backends.rabbitmq_stream.conn import Connection, check, gathering
 from gateway.backends.rabbitmq_stream.tail import ALL_CHUNKS, Stored, barrier, parse
 from gateway.model import GatewayError, Message
-from gateway.translate.rabbitmq_stream.messages import decode_wire
 from protocols import rabbitmq_stream as rs
 from protocols._wire import RemoteProtocolError
 from protocols.rabbitmq_stream import OffsetType
@@ -38,7 +37,7 @@ class Collector:
         self.end = -1  # next offset after the last chunk of any type
         self.error: GatewayError | None = None
 
-    def deliver(self, chunk: bytes) -> None:
+    def deliver(self, chunk: bytes | memoryview) -> None:
         try:
             chunk_id, end, stored = parse(chunk)
         except RemoteProtocolError as exc:
@@ -158,7 +157,7 @@ async def probe(conn: Connection, stream: str) -> Bounds:
 
 
 def _messages(stored: Stored) -> Iterator[Message]:
-    yield from decode_wire(stored.wire())
+    yield from stored.messages()
 
 
 async def find_timestamp(
