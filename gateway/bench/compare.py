@@ -21,7 +21,9 @@ direct), and 1,000 Kafka partitions against one.
 Fairness: per size, every way runs once per round and the order rotates by one each round,
 so a load elsewhere on the machine falls on each way in turn; every figure is the median of the
 rounds, every ratio the ratio of two medians. Before the first round each way runs once on a
-few messages (not reported): imports, connections, a first topic or stream. Rows whose broker
+few messages (not reported): imports, connections, a first topic or stream. Every run deletes
+its topic or stream afterwards (out of the measure), so no broker carries the earlier runs' data
+(Tansu keeps it in memory). Rows whose broker
 (its URL and its pid) was not given are skipped, and the output says so.
 """
 
@@ -110,7 +112,7 @@ class Endpoint:
 def _kafka(end: Endpoint, size: int, messages: int, partitions: int = 1) -> list[Phase]:
     meter = Meter(end.pids)
     r = bench_kafka(end.address, message_size=size, messages=messages, partitions=partitions,
-                    singles=0, cpu=meter)  # fmt: skip
+                    singles=0, cpu=meter, delete_topic=True)  # fmt: skip
     if len(meter.samples) != 4:
         raise RuntimeError(f"bench_kafka sampled the CPU {len(meter.samples)} times, not 4")
     produce = Phase(name="produce", messages=r.messages, seconds=r.produce_seconds,

@@ -15,6 +15,7 @@ once at the end for the remainder), read back with ``isolation.level=read_commit
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -235,7 +236,7 @@ def bench_kafka(
     bootstrap: str, *, message_size: int, messages: int, partitions: int = 1, acks: str = "all",
     singles: int = 2000, cpu: Callable[[], float] | None = None,
     client_config: Mapping[str, str] | None = None, transport: str = "plaintext",
-    idempotent: bool = False, transaction_every: int = 0,
+    idempotent: bool = False, transaction_every: int = 0, delete_topic: bool = False,
 ) -> KafkaBenchResult:  # fmt: skip
     """Produce ``messages`` at full speed, then ``singles`` (at most ``messages``) one at a
     time, each acknowledged before the next; consume them all from offset 0. Every client gets
@@ -244,11 +245,12 @@ def bench_kafka(
     ``idempotent``: both producers with ``enable.idempotence`` (``acks`` must be ``all``).
     ``transaction_every`` > 0: the full-speed producer is transactional, committing every that
     many messages and the remainder at the end (the one-at-a-time one is idempotent, outside
-    transactions), and the consumer reads with ``isolation.level=read_committed``."""
+    transactions), and the consumer reads with ``isolation.level=read_committed``.
+    ``delete_topic``: the topic is deleted at the end (else it is left for a look at it)."""
     if transaction_every < 0:
         raise ValueError(f"transaction_every must be 0 (off) or more, not {transaction_every}")
     transactional = transaction_every > 0
-    from confluent_kafka import Producer
+    from confluent_kafka import KafkaException, Producer
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     topic = f"bench-{message_size}-{uuid.uuid4().hex[:8]}"
@@ -349,6 +351,9 @@ def bench_kafka(
         reader = {**common, "isolation.level": "read_committed"} if transactional else common
         consume_s = pool.apply(_consume, (reader, topic, partitions, total))
         consume_cpu = cpu() - cpu0 if cpu is not None else None
+    if delete_topic:  # a broker keeping every run's data (Tansu in memory) weighs on later runs
+        with contextlib.suppress(KafkaException):
+            admin.delete_topics([topic], operation_timeout=30)[topic].result(30)
     latencies.sort()
     return KafkaBenchResult(
         transport=transport,
