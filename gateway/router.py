@@ -450,7 +450,7 @@ class Router:
                 m.child(m.long_poll_wait, ctx.protocol, m.backend).observe(waited)
                 ctx.waited_s += waited
                 elapsed = max(0.0, elapsed - waited)
-            if isinstance(result, ReadResult):
+            if isinstance(result, ReadResult) and result.batches:  # (most of a wide fetch: none)
                 m.child(m.messages_out, ctx.protocol).inc(result.count)
                 if m.topics and isinstance(cmd, Read) and m.topics(cmd.topic):
                     self._topic_out(cmd.topic, result)
