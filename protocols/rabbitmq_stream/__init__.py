@@ -53,10 +53,8 @@ from .frames_consume import (
     SubscribeResponse,
     Unsubscribe,
     UnsubscribeResponse,
-    deliver_frame,
 )
 from .frames_publish import (
-    PUBLISH_ITEMS_AT,
     DeclarePublisher,
     DeclarePublisherResponse,
     DeletePublisher,
@@ -70,8 +68,6 @@ from .frames_publish import (
     QueryPublisherSequence,
     QueryPublisherSequenceResponse,
     SimpleEntries,
-    items_entries,
-    items_frame,
     publish_frames,
 )
 from .frames_streams import (
@@ -105,7 +101,6 @@ __all__ = [
     "CONNECTION_CLOSED",
     "DEFAULT_MAX_FRAME_SIZE",
     "NEED_DATA",
-    "PUBLISH_ITEMS_AT",
     "SERVER_FRAMES",
     "Broker",
     "Close",
@@ -180,8 +175,5 @@ __all__ = [
     "Tune",
     "Unsubscribe",
     "UnsubscribeResponse",
-    "deliver_frame",
-    "items_entries",
-    "items_frame",
     "publish_frames",
 ]

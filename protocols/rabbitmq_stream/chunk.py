@@ -42,7 +42,6 @@ __all__ = [
     "decode_tracking",
     "encode_chunk",
     "encode_chunk_body",
-    "encode_chunk_header",
     "encode_entry",
     "encode_tracking",
     "iter_records",
@@ -430,38 +429,24 @@ def encode_chunk_body(
     """A chunk of already encoded entries (``entries`` of them, ``records`` records)."""
     if trailer is not None:
         trailer_length = len(trailer)
-    header = encode_chunk_header(
-        body, entries=entries, records=records, chunk_id=chunk_id, timestamp_ms=timestamp_ms,
-        epoch=epoch, chunk_type=chunk_type, trailer_length=trailer_length, bloom_size=bloom_size,
-    )  # fmt: skip
-    return b"".join((header, body, trailer or b""))
-
-
-def encode_chunk_header(
-    body: bytes | memoryview,
-    *,
-    entries: int,
-    records: int,
-    chunk_id: int,
-    timestamp_ms: int,
-    epoch: int = 1,
-    chunk_type: ChunkType | int = ChunkType.USER,
-    trailer_length: int = 0,
-    bloom_size: int = 0,
-    crc: int | None = None,
-    length: int | None = None,
-) -> bytes:
-    """The 48-byte header of a chunk whose entries are ``body``: what a sender writes before
-    the entries without copying them into one buffer (which may then give their ``crc`` and
-    ``length`` instead, computed piece by piece)."""
-    crc = zlib.crc32(body) if crc is None else crc
-    length = len(body) if length is None else length
     try:
-        return _HEADER.pack(MAGIC_VERSION, chunk_type, entries, records, timestamp_ms, epoch,
-                            chunk_id, crc, length, trailer_length, bloom_size,
-                            b"\0\0\0")  # fmt: skip
+        header = _HEADER.pack(
+            MAGIC_VERSION,
+            chunk_type,
+            entries,
+            records,
+            timestamp_ms,
+            epoch,
+            chunk_id,
+            zlib.crc32(body),
+            len(body),
+            trailer_length,
+            bloom_size,
+            b"\0\0\0",
+        )
     except struct.error as exc:
         raise LocalProtocolError(f"chunk header: {exc}") from None
+    return header + body + (trailer or b"")
 
 
 def reencode_chunk(chunk: Chunk) -> bytes:

@@ -58,12 +58,6 @@ class _Codec(Receiver):
             raise LocalProtocolError(f"max frame size {value} leaves no room for a header")
         self._buffer.max_frame_size = value
 
-    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
-        """As ``Receiver.receive_data``, also from a view of a reused read buffer (copied)."""
-        if self._eof:
-            raise LocalProtocolError("receive_data() after receive_eof()")
-        self._buffer.feed(data)
-
     def next_frame(self) -> Frame | NeedData | ConnectionClosed:
         buffer = self._buffer
         prefix = buffer.peek(4)
@@ -74,12 +68,8 @@ class _Codec(Receiver):
         if len(buffer) < 4 + size:
             return self._idle("frame")
         buffer.consume_exactly(4)
-        view = buffer.consume_view(size)
-        assert view is not None
-        # One copy of the frame (not consume_exactly's two: a bytearray slice, then bytes):
-        # a Publish or Deliver frame is up to frame_max, 1 MiB by default.
-        data = bytes(view)
-        view.release()  # the buffer may be resized again
+        data = buffer.consume_exactly(size)
+        assert data is not None
         buffer.commit()  # consumed even if it cannot be decoded (see the module docstring)
         return decode_frame(data, self._receives)
 

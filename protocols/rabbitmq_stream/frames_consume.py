@@ -1,18 +1,13 @@
 """Consuming frames (rabbitmq-stream.md §5 "Consuming"): Subscribe, Deliver v1/v2, Credit and
 its error answer, StoreOffset, QueryOffset, Unsubscribe, ConsumerUpdate, ResolveOffsetSpec.
 
-Deliver carries its Osiris chunk (§6) as opaque bytes; ``chunk.py`` decodes it. A decoded
-Deliver's chunk is a view of the frame (no copy of up to frame_max bytes); ``deliver_frame`` is
-the sender's hot encoder: the chunk's stored entries are not copied into the frame.
+Deliver carries its Osiris chunk (§6) as opaque bytes; ``chunk.py`` decodes it.
 """
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final, Self
-
-from protocols._wire import Gather, LocalProtocolError, Piece
+from typing import Any, ClassVar, Self
 
 from .codes import Key
 from .frame import CodeResponse, Frame, Request
@@ -48,7 +43,6 @@ __all__ = [
     "SubscribeResponse",
     "Unsubscribe",
     "UnsubscribeResponse",
-    "deliver_frame",
 ]
 
 
@@ -78,7 +72,7 @@ class Deliver(Frame):
     KEY: ClassVar[int] = Key.DELIVER
     VERSIONS: ClassVar[frozenset[int]] = frozenset((1, 2))
     subscription_id: int
-    chunk: bytes | memoryview
+    chunk: bytes
     committed_chunk_id: int | None = None
 
     @property
@@ -87,38 +81,14 @@ class Deliver(Frame):
 
     def encode_body(self) -> bytes:
         committed = b"" if self.committed_chunk_id is None else U64.encode(self.committed_chunk_id)
-        return b"".join((U8.encode(self.subscription_id), committed, self.chunk))
+        return U8.encode(self.subscription_id) + committed + self.chunk
 
     @classmethod
     def decode(cls, reader: Reader, version: int, **header: Any) -> Self:
         subscription_id = U8.decode(reader)
         committed = U64.decode(reader) if version == 2 else None
-        # A view of the frame's bytes (immutable: it stays valid), not a copy of them.
-        chunk = memoryview(reader.data)[reader.pos : reader.end]
-        reader.pos = reader.end
+        chunk = reader.take(reader.remaining, "chunk")
         return cls(subscription_id=subscription_id, chunk=chunk, committed_chunk_id=committed)
-
-
-_DELIVER_V1: Final = struct.Struct(">IHHB")  # size, key, version, subscription id
-_DELIVER_V2: Final = struct.Struct(">IHHBQ")  # ... and the committed chunk id
-
-
-def deliver_frame(
-    subscription_id: int, chunk: list[Piece], committed_chunk_id: int | None = None
-) -> Gather:
-    """The whole Deliver frame (size prefix included) of a chunk given in pieces (its header,
-    then its entries as stored), byte for byte what ``encode_frame(Deliver(...))`` makes, with
-    the pieces sent as they are."""
-    size = sum(map(len, chunk))
-    try:
-        if committed_chunk_id is None:
-            head = _DELIVER_V1.pack(_DELIVER_V1.size - 4 + size, Key.DELIVER, 1, subscription_id)
-        else:
-            head = _DELIVER_V2.pack(_DELIVER_V2.size - 4 + size, Key.DELIVER, 2,
-                                    subscription_id, committed_chunk_id)  # fmt: skip
-    except struct.error as exc:
-        raise LocalProtocolError(f"Deliver header: {exc}") from None
-    return Gather([head, *chunk], len(head) + size)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -7,31 +7,20 @@ clients, §8) and a sub-batch's compressed data are opaque here.
 
 from __future__ import annotations
 
+import operator
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final, Self
+from typing import Any, ClassVar, Final, Self, overload
 
 from protocols._wire import LocalProtocolError
 
 from .codes import Key
 from .frame import CodeResponse, Frame, Request
 from .layout import CODE, NULLABLE_STRING, STRING, U8, U32, U64, ArrayOf, Kind, Nested, Struct
-from .publish_entries import (
-    PUBLISH_ITEMS_AT,
-    Entry,
-    PublishedMessage,
-    PublishedSubBatch,
-    SimpleEntries,
-    items_entries,
-    items_frame,
-    publish_frames,
-    scan_simple,
-)
 from .wire import Reader, malformed, pack
 
 __all__ = [
-    "PUBLISH_ITEMS_AT",
     "DeclarePublisher",
     "DeclarePublisherResponse",
     "DeletePublisher",
@@ -45,8 +34,6 @@ __all__ = [
     "QueryPublisherSequence",
     "QueryPublisherSequenceResponse",
     "SimpleEntries",
-    "items_entries",
-    "items_frame",
     "publish_frames",
 ]
 
@@ -56,7 +43,6 @@ _I32 = struct.Struct(">i")
 _SUB_BATCH_HEAD = struct.Struct(">BHII")  # flags, records, uncompressed length, data length
 _ID_LENGTH = struct.Struct(">QI")  # a v1 item: publishing id, then a simple entry's length
 _LENGTH = struct.Struct(">I")
-_CONFIRM_HEAD = struct.Struct(">Bi")  # publisher id, id count
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,6 +59,110 @@ class DeclarePublisher(Request):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeclarePublisherResponse(CodeResponse):
     KEY: ClassVar[int] = Key.DECLARE_PUBLISHER
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PublishedMessage:
+    """A simple entry; ``filter_value`` is carried by Publish v2 only (None = no value)."""
+
+    publishing_id: int
+    data: bytes
+    filter_value: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PublishedSubBatch:
+    """A sub-batch entry (v1 only): ``record_count`` records of ``uint32 len, bytes``,
+    compressed with ``compression`` (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd; §6)."""
+
+    publishing_id: int
+    compression: int
+    record_count: int
+    uncompressed_length: int
+    data: bytes
+
+
+Entry = PublishedMessage | PublishedSubBatch
+
+
+class SimpleEntries(Sequence[PublishedMessage]):
+    """The items of a Publish v1 frame whose entries are all simple, read in one pass: the
+    publishing ids, and the entries as an Osiris chunk holds them (``uint32 length, bytes``
+    each, the ids cut out). A publisher's entries are stored and delivered in that form, so the
+    hot path never builds an object per message; ``PublishedMessage`` items are made only when
+    indexed. Compares equal to the tuple of its items."""
+
+    __slots__ = ("_starts", "ids", "stored")
+
+    def __init__(self, ids: tuple[int, ...], stored: bytes, starts: tuple[int, ...]) -> None:
+        self.ids = ids
+        self.stored = stored
+        self._starts = starts  # where each entry's length is in ``stored``
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @overload
+    def __getitem__(self, index: int) -> PublishedMessage: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[PublishedMessage, ...]: ...
+    def __getitem__(self, index: int | slice) -> PublishedMessage | tuple[PublishedMessage, ...]:
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(*index.indices(len(self))))
+        start = self._starts[index]
+        (size,) = _LENGTH.unpack_from(self.stored, start)
+        data = self.stored[start + 4 : start + 4 + size]
+        return PublishedMessage(publishing_id=self.ids[index], data=data)
+
+    def __iter__(self) -> Iterator[PublishedMessage]:
+        return (self[i] for i in range(len(self)))
+
+    def stored_range(self, start: int, stop: int) -> bytes:
+        """``stored`` of the entries ``start .. stop - 1`` (a cut at entry boundaries)."""
+        if start == 0 and stop >= len(self):
+            return self.stored  # the whole frame: no copy
+        begin = self._starts[start] if start < len(self) else len(self.stored)
+        end = self._starts[stop] if stop < len(self) else len(self.stored)
+        return self.stored[begin:end]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, SimpleEntries):
+            return self.ids == other.ids and self.stored == other.stored
+        if isinstance(other, tuple | list):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"SimpleEntries({len(self)} entries, {len(self.stored)} bytes)"
+
+
+def _scan_simple(reader: Reader, n: int) -> SimpleEntries | None:
+    """The ``n`` items at the reader as SimpleEntries, or None (nothing consumed) when one of
+    them is a sub-batch."""
+    data, pos, end = reader.data, reader.pos, reader.end
+    ids: list[int] = []
+    starts: list[int] = []
+    parts: list[bytes] = []
+    stored = 0
+    for _ in range(n):
+        if end - pos < 12:
+            malformed("truncated Publish entry")
+        if data[pos + 8] & _SUB_BATCH_FLAG:
+            return None
+        publishing_id, size = _ID_LENGTH.unpack_from(data, pos)
+        after = pos + 12 + size
+        if after > end:
+            malformed(f"entry of {size} bytes, {end - pos - 12} left")
+        ids.append(publishing_id)
+        starts.append(stored)
+        parts.append(data[pos + 8 : after])
+        stored += after - pos - 8
+        pos = after
+    reader.pos = pos
+    return SimpleEntries(tuple(ids), b"".join(parts), tuple(starts))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -115,7 +205,7 @@ class Publish(Frame):
         # Smallest entry: publishing id + a 4-byte length (+ a 2-byte filter value in v2).
         n = reader.count("entry", 14 if version == 2 else 12)
         if version == 1:
-            simple = scan_simple(reader, n)
+            simple = _scan_simple(reader, n)
             if simple is not None:
                 return cls(publisher_id=publisher_id, messages=simple, publish_version=version)
         entries: list[Entry] = []
@@ -134,6 +224,92 @@ class Publish(Frame):
             else:
                 entries.append(_decode_entry(reader, publishing_id))
         return cls(publisher_id=publisher_id, messages=tuple(entries), publish_version=version)
+
+
+_PUBLISH_HEAD = struct.Struct(">IHHBi")  # size, key, version, publisher id, entry count
+_U64_PACK = struct.Struct(">Q").pack
+
+
+def publish_frames(
+    publisher_id: int,
+    first_id: int,
+    stored: bytes,
+    max_frame_size: int,
+    ids: Sequence[int] | None = None,
+) -> tuple[list[bytes], int, int]:
+    """Publish v1 frames (whole, size prefix included) of entries encoded as a chunk holds them
+    (``uint32 length, bytes`` or a sub-batch: what ``SimpleEntries.stored`` holds), numbered
+    from ``first_id`` (or given their publishing ``ids``, one per entry: a deduplicating
+    publisher's own), as many per frame as fit ``max_frame_size`` (its size prefix excluded,
+    §7; an entry too large for it goes alone); how many entries there were, and the size of the
+    largest. The client's hot path (the RabbitMQ backend's every append): one Python step per
+    entry to find where it ends, the rest (ids, slices, interleaving) in C."""
+    ends = _entry_ends(stored)
+    count = len(ends)
+    if ids is not None and len(ids) != count:
+        if count > len(ids):
+            raise LocalProtocolError(f"more entries than the {len(ids)} publishing ids given")
+        raise LocalProtocolError(f"{count} entries for {len(ids)} publishing ids")
+    if not count:
+        return [], 0, 0
+    starts = [0, *ends[:-1]]
+    sizes = list(map(operator.sub, ends, starts))
+    try:
+        id_parts = list(map(_U64_PACK, range(first_id, first_id + count) if ids is None else ids))
+    except struct.error as exc:
+        raise LocalProtocolError(f"a publishing id does not fit u64: {exc}") from None
+    view = memoryview(stored)
+    entry_parts: list[bytes | memoryview] = list(map(view.__getitem__, map(slice, starts, ends)))
+    limit = max_frame_size - (_PUBLISH_HEAD.size - 4)
+    total = len(stored) + 8 * count
+    if total <= limit:  # the usual case: one frame
+        return [_publish_frame(publisher_id, id_parts, entry_parts, total)], count, max(sizes)
+    frames: list[bytes] = []
+    first = size = 0
+    for i, n in enumerate(sizes):
+        item = 8 + n
+        if i > first and size + item > limit:
+            frames.append(_publish_frame(publisher_id, id_parts[first:i], entry_parts[first:i],
+                                         size))  # fmt: skip
+            first, size = i, 0
+        size += item
+    frames.append(_publish_frame(publisher_id, id_parts[first:], entry_parts[first:], size))
+    return frames, count, max(sizes)
+
+
+def _entry_ends(stored: bytes) -> list[int]:
+    """Where each entry of ``stored`` ends (§6: simple or sub-batch)."""
+    ends: list[int] = []
+    append = ends.append
+    length = _LENGTH.unpack_from
+    sub_batch = _SUB_BATCH_HEAD.unpack_from
+    pos = 0
+    end = len(stored)
+    last = end - 4
+    while pos < end:
+        if stored[pos] & _SUB_BATCH_FLAG:
+            if end - pos < _SUB_BATCH_HEAD.size:
+                raise LocalProtocolError("truncated sub-batch header")
+            pos += _SUB_BATCH_HEAD.size + sub_batch(stored, pos)[3]
+        elif pos <= last:
+            pos += 4 + length(stored, pos)[0]
+        else:
+            raise LocalProtocolError("truncated entry length")
+        append(pos)
+    if pos > end:
+        raise LocalProtocolError(f"an entry runs {pos - end} bytes past the end")
+    return ends
+
+
+def _publish_frame(
+    publisher_id: int, id_parts: list[bytes], entry_parts: list[bytes | memoryview], size: int
+) -> bytes:
+    n = len(id_parts)
+    head = _PUBLISH_HEAD.pack(_PUBLISH_HEAD.size - 4 + size, Key.PUBLISH, 1, publisher_id, n)
+    parts: list[bytes | memoryview] = [head] * (2 * n + 1)
+    parts[1::2] = id_parts
+    parts[2::2] = entry_parts
+    return b"".join(parts)
 
 
 def _encode_simple(data: bytes) -> bytes:
@@ -185,16 +361,6 @@ class PublishConfirm(Frame):
     LAYOUT: ClassVar[tuple[Kind, ...]] = (U8, ArrayOf(U64))
     publisher_id: int
     publishing_ids: tuple[int, ...] = ()
-
-    def encode_body(self) -> bytes:
-        # The server's hot answer: the ids in one pack, not one call each.
-        n = len(self.publishing_ids)
-        try:
-            return _CONFIRM_HEAD.pack(self.publisher_id, n) + struct.pack(
-                f">{n}Q", *self.publishing_ids
-            )
-        except struct.error as exc:
-            raise LocalProtocolError(f"PublishConfirm does not fit: {exc}") from None
 
     @classmethod
     def decode(cls, reader: Reader, version: int, **header: Any) -> Self:

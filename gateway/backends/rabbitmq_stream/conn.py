@@ -68,7 +68,7 @@ class Subscriber(Protocol):
 
     stream: str
 
-    def deliver(self, chunk: bytes | memoryview) -> None: ...
+    def deliver(self, chunk: bytes) -> None: ...
     def closed(self, why: GatewayError) -> None: ...
 
 
@@ -320,22 +320,12 @@ class Connection:
 
     async def _reader(self) -> None:
         codec = self._codec
-        stream = self._stream
-        # A plain socket reads into one buffer, reused: not a fresh READ_SIZE allocation per
-        # read (mapped and unmapped each time, at this size). TLS gives bytes of its own.
-        sock = stream.socket if isinstance(stream, trio.SocketStream) else None
-        buffer = bytearray(READ_SIZE if sock is not None else 0)
-        view = memoryview(buffer)
         while True:
             frame = codec.next_frame()
             if frame is rs.NEED_DATA:
-                if sock is not None:
-                    n = await sock.recv_into(buffer)
-                    data: bytes | bytearray | memoryview = view[:n]
-                else:
-                    data = await stream.receive_some(READ_SIZE)
+                data = await self._stream.receive_some(READ_SIZE)
                 if data:
-                    codec.receive_data(data)  # copied into the codec's buffer
+                    codec.receive_data(bytes(data))  # a no-op on bytes; TLS may give bytearray
                 else:
                     codec.receive_eof()
                 continue

@@ -33,7 +33,6 @@ from gateway.backends.rabbitmq_stream.catalog import Catalog, TopicEntry
 from gateway.backends.rabbitmq_stream.catalog_log import CatalogLog
 from gateway.backends.rabbitmq_stream.conn import Connection, check
 from gateway.backends.rabbitmq_stream.cursor import Cursors
-from gateway.backends.rabbitmq_stream.entries import entries_of, published_of
 from gateway.backends.rabbitmq_stream.link import Link
 from gateway.backends.rabbitmq_stream.producers import Producers
 from gateway.backends.rabbitmq_stream.publisher import Publisher
@@ -46,11 +45,13 @@ from gateway.model import (
     AppendResult,
     BackendUnavailable,
     CommitOffset,
+    CorruptMessage,
     FetchOffset,
     InvalidRequest,
     ListOffsets,
     ListOffsetsResult,
     MessageBatch,
+    MessageTooLarge,
     OffsetOutOfRange,
     OffsetSpec,
     Read,
@@ -60,12 +61,18 @@ from gateway.model import (
     UnknownPartition,
 )
 from gateway.translate.rabbitmq_stream.messages import (
+    WIRE_FORMAT,
     committed_of_stored,
+    decode_wire,
     stored_of_committed,
+    to_amqp,
+    wire_entries,
 )
+from gateway.translate.rabbitmq_stream.notes import split
 from protocols import rabbitmq_stream as rs
+from protocols._wire import RemoteProtocolError
 from protocols.rabbitmq_stream import ResponseCode
-from protocols.rabbitmq_stream.chunk import Entry, SimpleEntry
+from protocols.rabbitmq_stream.chunk import Entry, SimpleEntry, count_entries, encode_entry
 
 LOCATE_TIMEOUT_S: Final = 30.0  # confirmed entries to show up at the tail
 MAX_REFERENCE: Final = 255  # tracking ids are uint8-length (osiris, §6)
@@ -83,18 +90,52 @@ def partition_stream(entry: TopicEntry, partition: int) -> str:
     return entry.partitions[partition]
 
 
+def entries_of(batch: MessageBatch, max_message_bytes: int) -> tuple[bytes, int]:
+    """(the entries to publish, encoded as a chunk holds them; the records they hold): stored
+    RabbitMQ entries as they are, other messages as AMQP 1.0 simple entries."""
+    wire = batch.wire
+    if wire is not None and wire.format == WIRE_FORMAT:
+        # The chunk notes stay behind: RabbitMQ writes its own trailer, and 3.10 takes no filter
+        # values (a Publish v2 to it would be refused).
+        stored, records = split(wire.data)[1], wire.count
+        try:
+            entries, counted = count_entries(stored)
+        except RemoteProtocolError as exc:
+            raise CorruptMessage(f"stored RabbitMQ batch: {exc}") from None
+        if counted != records:
+            raise CorruptMessage(f"stored RabbitMQ batch: {counted} records, {records} said")
+        if entries and len(stored) - 4 * entries > max_message_bytes:
+            largest = max(len(e.data) for e in wire_entries(wire))  # rare: worth a look
+            if largest > max_message_bytes:
+                raise MessageTooLarge(f"a {largest}-byte entry exceeds {max_message_bytes}")
+    else:
+        # A message without a time (Rog's) is stamped on arrival, as the embedded log does; the
+        # AMQP creation-time carries it (DESIGN.md §3).
+        now_us = time.time_ns() // 1000
+        values = [to_amqp(m if m.timestamp_us else m._replace(timestamp_us=now_us))
+                  for m in batch.messages]  # fmt: skip
+        largest = max((len(v) for v in values), default=0)
+        if largest > max_message_bytes:
+            raise MessageTooLarge(f"a {largest}-byte message exceeds {max_message_bytes} bytes")
+        stored = b"".join(encode_entry(SimpleEntry(v)) for v in values)
+        records = len(values)
+    if not records:
+        raise InvalidRequest("an append needs at least one message")
+    return stored, records
+
+
 def _trimmed(stored: Stored, lo: int, hi: int) -> MessageBatch:
     """The records ``lo .. hi - 1`` of a chunk: its entries' bytes when whole entries cover
     them, decoded messages when a sub-entry batch straddles a cut."""
     if lo <= stored.chunk_id and hi >= stored.end:
-        return MessageBatch(wire=stored.entries_wire())
+        return MessageBatch(wire=stored.wire())
     parts: list[Entry] = []
     offset = stored.chunk_id
     for entry in stored.decode():
         n = 1 if isinstance(entry, SimpleEntry) else entry.record_count
         if offset < hi and offset + n > lo:
             if offset < lo or offset + n > hi:
-                wanted = [m for m in stored.messages() if lo <= m.offset < hi]
+                wanted = [m for m in decode_wire(stored.wire()) if lo <= m.offset < hi]
                 return MessageBatch(wanted)
             parts.append(entry)
         offset += n
@@ -188,11 +229,7 @@ class Data:
     async def append(self, cmd: Append) -> AppendResult:
         entry, stream = await self._target(cmd.topic, cmd.partition)
         limit = entry.config.max_message_bytes or self.max_message_bytes
-        limit = limit if limit > 0 else self.max_message_bytes
-        published = published_of(cmd, limit)
-        if published is not None:  # a client's Publish body, handed on as it came
-            return await self._publish_only(cmd, entry, stream, published, len(cmd.batch), True)
-        stored, records = entries_of(cmd.batch, limit)
+        stored, records = entries_of(cmd.batch, limit if limit > 0 else self.max_message_bytes)
         if cmd.producer_id >= 0 and cmd.base_sequence >= 0 and not cmd.publisher:
             return await self._append_idempotent(cmd, entry, stream, stored, records)
         if not cmd.offset_needed or cmd.publisher:
@@ -279,13 +316,7 @@ class Data:
         )
 
     async def _publish_only(
-        self,
-        cmd: Append,
-        entry: TopicEntry,
-        stream: str,
-        stored: bytes,
-        records: int,
-        published: bool = False,  # ``stored`` is a client's Publish body (``published_of``)
+        self, cmd: Append, entry: TopicEntry, stream: str, stored: bytes, records: int
     ) -> AppendResult:
         """An append whose offsets nobody asked for: done on PublishConfirm, without waiting
         for the tail to see where the entries landed (RabbitMQ's delivery latency, ~2 ms). With
@@ -294,11 +325,7 @@ class Data:
         ids = cmd.publishing_ids if cmd.publisher else None
         with publisher.conn.watchdog.bound(LOCATE_TIMEOUT_S) as sending:
             async with publisher.lock:
-                batch = await (
-                    publisher.send_published(stored, records, cmd.publishing_ids)
-                    if published
-                    else publisher.send(stored, lambda: None, ids)
-                )
+                batch = await publisher.send(stored, lambda: None, ids)
         if sending.cancelled_caught:
             raise Timeout(f"RabbitMQ took no Publish on {stream!r} for {LOCATE_TIMEOUT_S} s")
         await publisher.wait(batch)

@@ -18,6 +18,7 @@ from typing import Final
 from gateway.backends.rabbitmq_stream.conn import Connection, check, gathering
 from gateway.backends.rabbitmq_stream.tail import ALL_CHUNKS, Stored, barrier, parse
 from gateway.model import GatewayError, Message
+from gateway.translate.rabbitmq_stream.messages import decode_wire
 from protocols import rabbitmq_stream as rs
 from protocols._wire import RemoteProtocolError
 from protocols.rabbitmq_stream import OffsetType
@@ -37,7 +38,7 @@ class Collector:
         self.end = -1  # next offset after the last chunk of any type
         self.error: GatewayError | None = None
 
-    def deliver(self, chunk: bytes | memoryview) -> None:
+    def deliver(self, chunk: bytes) -> None:
         try:
             chunk_id, end, stored = parse(chunk)
         except RemoteProtocolError as exc:
@@ -157,7 +158,7 @@ async def probe(conn: Connection, stream: str) -> Bounds:
 
 
 def _messages(stored: Stored) -> Iterator[Message]:
-    yield from stored.messages()
+    yield from decode_wire(stored.wire())
 
 
 async def find_timestamp(

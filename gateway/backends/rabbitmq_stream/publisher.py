@@ -123,32 +123,6 @@ class Publisher:
             raise CorruptMessage(f"entries to publish: {exc}") from None
         if largest + _ITEM_OVERHEAD > self.conn.frame_max - _FRAME_OVERHEAD:
             raise MessageTooLarge(f"a {largest}-byte entry does not fit frame_max")
-        return await self._sent(frames, count, on_error, ids)
-
-    async def send_published(self, body: bytes, count: int, ids: Sequence[int]) -> Batch:
-        """``send`` for a RabbitMQ Stream client's Publish v1 frame body (``count`` simple
-        entries, each after its publishing id, ``ids``: those), handed on as it came behind
-        this publisher's header when it fits frame_max (else cut into frames as ``send``)."""
-        if self.error is not None:
-            raise self.error
-        if not self.reference or len(ids) != count:
-            raise CorruptMessage("a client's Publish goes with its reference and publishing ids")
-        items = memoryview(body)[rs.PUBLISH_ITEMS_AT :]
-        if len(body) > self.conn.frame_max:
-            try:
-                stored = rs.items_entries(items)
-            except LocalProtocolError as exc:
-                raise CorruptMessage(f"entries to publish: {exc}") from None
-            return await self.send(stored, None, ids)
-        return await self._sent([rs.items_frame(self.id, items, count)], count, None, ids)
-
-    async def _sent(
-        self,
-        frames: list[bytes],
-        count: int,
-        on_error: Callable[[], None] | None,
-        ids: Sequence[int] | None,
-    ) -> Batch:
         if ids is not None:
             batch = Batch(min(ids, default=0), count, on_error, frozenset(ids))
         else:
@@ -204,25 +178,6 @@ class Publisher:
             del self._starts[i], self._batches[i]
 
     def confirmed(self, ids: tuple[int, ...]) -> None:
-        if ids and self._batches:
-            # Usually all of one batch in flight (RabbitMQ confirms what it wrote together):
-            # settled without a step per id when every id is the oldest batch's.
-            batch = self._batches[0]
-            if batch.ids is not None:
-                if batch.ids.issuperset(ids):
-                    self._count(batch, len(ids))
-                    return
-            elif batch.first <= min(ids) and max(ids) < batch.first + batch.count:
-                self._count(batch, len(ids))
-                return
-        self._one_by_one(ids)
-
-    def _count(self, batch: Batch, confirmed: int) -> None:
-        batch.remaining -= confirmed
-        if batch.remaining <= 0:
-            self._settle(batch)
-
-    def _one_by_one(self, ids: tuple[int, ...]) -> None:
         batch: Batch | None = None
         for publishing_id in ids:  # mostly in order: the last batch found is tried first
             if batch is None or not _holds(batch, publishing_id):

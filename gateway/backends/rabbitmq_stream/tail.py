@@ -43,19 +43,12 @@ import structlog
 import trio
 
 from gateway.backends.rabbitmq_stream.conn import Connection, check
-from gateway.model import GatewayError, Message, WireBatch
-from gateway.translate.rabbitmq_stream.messages import (
-    CHUNK_FORMAT,
-    WIRE_FORMAT,
-    chunk_entries,
-    decode_wire,
-    record_count,
-)
+from gateway.model import GatewayError, WireBatch
+from gateway.translate.rabbitmq_stream.messages import WIRE_FORMAT, record_count
 from protocols import rabbitmq_stream as rs
 from protocols._wire import RemoteProtocolError
 from protocols.rabbitmq_stream import OffsetType
 from protocols.rabbitmq_stream.chunk import (
-    HEADER_SIZE,
     ChunkType,
     Entry,
     decode_entries,
@@ -77,57 +70,42 @@ _LENGTH = struct.Struct(">I")
 
 @dataclass(frozen=True, slots=True)
 class Stored:
-    """One user chunk as RabbitMQ delivered it (``raw``: its header, then its entries' bytes as
-    published; no trailer)."""
+    """One user chunk as RabbitMQ delivered it: its entries' bytes, as published."""
 
     chunk_id: int
     records: int
     entries: int
     timestamp_ms: int
-    raw: bytes
+    body: bytes
 
     @property
     def end(self) -> int:
         return self.chunk_id + self.records
 
-    @property
-    def body(self) -> memoryview:
-        """Its entries' bytes (a view of ``raw``)."""
-        return memoryview(self.raw)[HEADER_SIZE:]
-
     def wire(self) -> WireBatch:
-        """The whole chunk, header and all: the RabbitMQ Stream listener delivers it as it
-        came; other readers decode it (``CHUNK_FORMAT``)."""
         ts = self.timestamp_ms * 1000
-        return WireBatch(format=CHUNK_FORMAT, data=self.raw, count=self.records,
+        return WireBatch(format=WIRE_FORMAT, data=self.body, count=self.records,
                          base_offset=self.chunk_id, first_timestamp_us=ts,
                          max_timestamp_us=ts)  # fmt: skip
-
-    def entries_wire(self) -> WireBatch:
-        """Its entries (``WIRE_FORMAT``, a copy of them): what a read of exact offsets gets."""
-        return chunk_entries(self.wire())
-
-    def messages(self) -> list[Message]:
-        return decode_wire(self.entries_wire())
 
     def decode(self) -> tuple[Entry, ...]:
         return decode_entries(self.body, self.entries)
 
     def subset(self, entries: list[Entry], base_offset: int) -> WireBatch:
-        """Some of its entries (from ``base_offset`` on), in the ``WIRE_FORMAT`` form."""
+        """Some of its entries (from ``base_offset`` on), in the same wire form."""
         ts = self.timestamp_ms * 1000
         return WireBatch(format=WIRE_FORMAT, data=b"".join(encode_entry(e) for e in entries),
                          count=sum(record_count(e) for e in entries), base_offset=base_offset,
                          first_timestamp_us=ts, max_timestamp_us=ts)  # fmt: skip
 
 
-def parse(chunk: bytes | memoryview) -> tuple[int, int, Stored | None]:
+def parse(chunk: bytes) -> tuple[int, int, Stored | None]:
     """(chunk id, next offset after the chunk, the chunk when it is a user chunk)."""
     header, body = read_chunk(chunk)
     if header.chunk_type != ChunkType.USER:
         return header.chunk_id, header.next_offset, None
-    raw = bytes(memoryview(chunk)[: HEADER_SIZE + len(body)])  # the trailer left out
-    stored = Stored(header.chunk_id, header.records, header.entries, header.timestamp_ms, raw)
+    stored = Stored(header.chunk_id, header.records, header.entries, header.timestamp_ms,
+                    bytes(body))  # fmt: skip
     return header.chunk_id, header.next_offset, stored
 
 
@@ -265,8 +243,8 @@ class Tail:
         """Find the waiting appends' entries in a chunk, in order: one comparison of bytes for
         what is ours, entry by entry only past another writer's entries."""
         expected = self._expected
-        body = stored.raw  # the entries from HEADER_SIZE on
-        pos, consumed = HEADER_SIZE, 0
+        body = stored.body
+        pos = consumed = 0
         offset = stored.chunk_id
         while pos < len(body):
             if not expected:
@@ -298,7 +276,7 @@ class Tail:
 
     # --- the connection's callbacks (Subscriber) -------------------------------------------------
 
-    def deliver(self, chunk: bytes | memoryview) -> None:
+    def deliver(self, chunk: bytes) -> None:
         try:
             _, end, stored = parse(chunk)
             if stored is not None and self._expected:

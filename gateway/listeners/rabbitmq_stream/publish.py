@@ -206,11 +206,7 @@ async def _publish_deduplicated(
     if not ids:
         return rs.PublishConfirm(publisher_id=f.publisher_id, publishing_ids=())
     simple = f.messages
-    body = simple.frame_body() if isinstance(simple, rs.SimpleEntries) else None
-    if body is not None and trm.PUBLISHED_FORMAT in s.router.backend.capabilities.wire_formats:
-        # The frame's items go on as they came (ids included): nothing cut out or renumbered.
-        wire = trm.published_batch(body, len(simple), timestamp_us=time.time_ns() // 1000)
-    elif isinstance(simple, rs.SimpleEntries):
+    if isinstance(simple, rs.SimpleEntries):
         wire = trm.stored_batch(simple.stored, len(simple), timestamp_us=time.time_ns() // 1000)
     else:
         try:

@@ -6,7 +6,6 @@ Pure functions.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterable
 from typing import Final, NamedTuple
 
@@ -14,16 +13,11 @@ from gateway.model import CorruptMessage, MessageBatch
 from gateway.translate.lossy import Lossy, ignore_lossy
 from gateway.translate.rabbitmq_stream.messages import (
     BODY_HEADER,
-    CHUNK_FORMAT,
     PROPERTY_PREFIX,
-    PUBLISHED_FORMAT,
     ROUTING_KEY,
     TIMESTAMP_US,
     WIRE_FORMAT,
-    chunk_entries,
     decode_wire,
-    published_batch,
-    published_entries,
     record_count,
     stored_batch,
     to_amqp,
@@ -31,33 +25,28 @@ from gateway.translate.rabbitmq_stream.messages import (
     wire_batch,
     wire_entries,
 )
-from gateway.translate.rabbitmq_stream.notes import PLAIN, ChunkNotes, Filter, notes_in, split_view
+from gateway.translate.rabbitmq_stream.notes import PLAIN, ChunkNotes, Filter, notes_in, split
 from protocols._wire import RemoteProtocolError
 from protocols.rabbitmq_stream.chunk import (
     Entry,
     SimpleEntry,
     count_entries,
     encode_chunk,
-    encode_chunk_header,
+    encode_chunk_body,
 )
 
 __all__ = [
     "BODY_HEADER",
-    "CHUNK_FORMAT",
     "MAX_CHUNK_ENTRIES",
     "PROPERTY_PREFIX",
-    "PUBLISHED_FORMAT",
     "ROUTING_KEY",
     "TIMESTAMP_US",
     "WIRE_FORMAT",
     "DeliverChunk",
     "Filter",
     "Lossy",
-    "chunk_entries",
     "chunk_for",
     "decode_wire",
-    "published_batch",
-    "published_entries",
     "stored_batch",
     "to_amqp",
     "to_canonical",
@@ -69,17 +58,9 @@ MAX_CHUNK_ENTRIES: Final = 0xFFFF  # a chunk header's entry count is a uint16 (Â
 
 
 class DeliverChunk(NamedTuple):
-    """The Osiris chunk a Deliver carries, in pieces: its header, then its entries (stored
-    batches as they are, not copied into one buffer: ``rs.deliver_frame`` sends them)."""
-
-    pieces: list[bytes | memoryview]
+    data: bytes  # the Osiris chunk (header + entries) a Deliver carries
     chunk_id: int  # offset of its first record
     records: int  # the next offset to read is chunk_id + records
-
-    @property
-    def data(self) -> bytes:
-        """The whole chunk (header + entries)."""
-        return b"".join(self.pieces)
 
 
 def _entries_of(batch: MessageBatch, start: int, lossy: Lossy) -> Iterable[tuple[int, Entry, int]]:
@@ -117,7 +98,7 @@ def _whole_stored(
 ) -> DeliverChunk | None:
     """The fast path: stored RabbitMQ batches, contiguous from ``chunk_id`` on, are already a
     chunk's entries; they are joined, not decoded. None when that is not the case."""
-    parts: list[bytes | memoryview] = []
+    parts: list[bytes] = []
     expected = chunk_id
     timestamp_us = 0
     entries = 0
@@ -126,7 +107,7 @@ def _whole_stored(
         wire = batch.wire
         if wire is None or wire.format != WIRE_FORMAT or wire.base_offset != expected:
             break
-        batch_notes, body = split_view(wire.data)
+        batch_notes, body = split(wire.data)
         try:
             n, records = count_entries(body)
         except RemoteProtocolError as exc:
@@ -142,23 +123,12 @@ def _whole_stored(
         notes = batch_notes if notes is None else notes.merged(batch_notes)
     if not parts or notes is None:
         return None
-    crc = 0
-    for part in parts:  # the CRC over the pieces, without joining them
-        crc = zlib.crc32(part, crc)
-    head = encode_chunk_header(
-        b"", entries=entries, records=expected - chunk_id, chunk_id=chunk_id,
+    data = encode_chunk_body(
+        b"".join(parts), entries=entries, records=expected - chunk_id, chunk_id=chunk_id,
         timestamp_ms=timestamp_us // 1000, epoch=epoch, trailer_length=notes.trailer_length,
-        bloom_size=notes.bloom_size, crc=crc, length=sum(map(len, parts)),
+        bloom_size=notes.bloom_size,
     )  # fmt: skip
-    return DeliverChunk([head, *parts], chunk_id, expected - chunk_id)
-
-
-def _entries_form(batch: MessageBatch) -> MessageBatch:
-    """A chunk the RabbitMQ backend read (``CHUNK_FORMAT``) as its entries (``WIRE_FORMAT``)."""
-    wire = batch.wire
-    if wire is None or wire.format != CHUNK_FORMAT:
-        return batch
-    return MessageBatch(wire=chunk_entries(wire))
+    return DeliverChunk(data, chunk_id, expected - chunk_id)
 
 
 def _accepted(batches: tuple[MessageBatch, ...], only: Filter) -> tuple[MessageBatch, ...]:
@@ -195,11 +165,6 @@ def chunk_for(
     batches = tuple(batches)
     if only is not None:
         batches = _accepted(batches, only)
-    head = batches[0].wire if batches else None
-    if head is not None and head.format == CHUNK_FORMAT and head.base_offset >= chunk_id:
-        # A chunk as the RabbitMQ backend read it: delivered as it came, header and CRC.
-        return DeliverChunk([head.data], head.base_offset, head.count)
-    batches = tuple(map(_entries_form, batches))
     start = chunk_id
     if batches and batches[0].wire is not None and batches[0].base_offset > chunk_id:
         start = batches[0].base_offset
@@ -230,4 +195,4 @@ def chunk_for(
         entries, chunk_id=first, timestamp_ms=timestamp_us // 1000, epoch=epoch,
         trailer_length=notes.trailer_length, bloom_size=notes.bloom_size,
     )  # fmt: skip
-    return DeliverChunk([data], first, expected - first)
+    return DeliverChunk(data, first, expected - first)

@@ -33,7 +33,6 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Final
 
 from gateway.model import (
@@ -46,7 +45,7 @@ from gateway.model import (
 )
 from gateway.translate.lossy import Lossy, ignore_lossy
 from gateway.translate.rabbitmq_stream.notes import PLAIN, ChunkNotes, annotate, split
-from protocols._wire import LocalProtocolError, RemoteProtocolError
+from protocols._wire import RemoteProtocolError
 from protocols.rabbitmq_stream.amqp import (
     AmqpMessage,
     AmqpSequence,
@@ -65,16 +64,11 @@ from protocols.rabbitmq_stream.amqp import (
     encode_value,
 )
 from protocols.rabbitmq_stream.chunk import (
-    HEADER_SIZE as CHUNK_HEADER_SIZE,
-)
-from protocols.rabbitmq_stream.chunk import (
     Entry,
     SimpleEntry,
     decode_entry,
     encode_entry,
 )
-from protocols.rabbitmq_stream.codes import Key
-from protocols.rabbitmq_stream.frames_publish import PUBLISH_ITEMS_AT, items_entries
 
 ROUTING_KEY: Final = "x-routing-key"  # message annotation RabbitMQ sets from AMQP 0-9-1 publishes
 # A canonical timestamp with microseconds, which creation-time (ms) cannot hold (a long).
@@ -411,55 +405,6 @@ def decode_wire(stored: WireBatch, lossy: Lossy = ignore_lossy) -> list[Message]
 
 # published entries as sent: simple entries and sub-entry batches
 WIRE_FORMAT: Final = WireFormat(name="rabbitmq_stream", decode=decode_wire)
-
-
-def published_entries(published: WireBatch) -> bytes:
-    """The entries of a ``PUBLISHED_FORMAT`` batch as ``WIRE_FORMAT`` holds them (the
-    publishing ids cut out)."""
-    body = published.data
-    if body[:4] != _PUBLISH_V1:
-        raise CorruptMessage("a published batch that is no Publish v1 frame body")
-    try:
-        entries = items_entries(memoryview(body)[PUBLISH_ITEMS_AT:])
-        if _COUNT.unpack_from(body, PUBLISH_ITEMS_AT - 4)[0] != published.count:
-            raise CorruptMessage(f"a published batch of {published.count} entries says more")
-    except (LocalProtocolError, struct.error) as exc:
-        raise CorruptMessage(f"published RabbitMQ entries: {exc}") from None
-    return entries
-
-
-def _decode_published(published: WireBatch) -> list[Message]:
-    return decode_wire(replace(published, format=WIRE_FORMAT, data=published_entries(published)))
-
-
-def published_batch(body: bytes, count: int, *, timestamp_us: int) -> WireBatch:
-    """A Publish v1 frame's body (``SimpleEntries.frame_body``: ``count`` simple entries, each
-    after its publishing id) as it came: what the RabbitMQ backend hands on to its broker
-    behind a new header, without cutting the entries out and numbering them again."""
-    return WireBatch(format=PUBLISHED_FORMAT, data=body, count=count,
-                     first_timestamp_us=timestamp_us, max_timestamp_us=timestamp_us)  # fmt: skip
-
-
-def chunk_entries(chunk: WireBatch) -> WireBatch:
-    """A ``CHUNK_FORMAT`` batch as ``WIRE_FORMAT`` (its entries, the header left out)."""
-    return replace(chunk, format=WIRE_FORMAT, data=chunk.data[CHUNK_HEADER_SIZE:])
-
-
-def _decode_chunk(chunk: WireBatch) -> list[Message]:
-    return decode_wire(chunk_entries(chunk))
-
-
-# A whole Osiris chunk as RabbitMQ delivered it (header, then its entries; no trailer): what the
-# RabbitMQ backend reads, for the RabbitMQ Stream listener to deliver as it came (header, CRC and
-# all); ``data[CHUNK_HEADER_SIZE:]`` is the ``WIRE_FORMAT`` form.
-CHUNK_FORMAT: Final = WireFormat(name="rabbitmq_stream_chunk", decode=_decode_chunk)
-
-
-# A Publish v1 frame's body as received (simple entries only, their publishing ids included):
-# in flight from the listener to the RabbitMQ backend only, never stored (``published_batch``).
-PUBLISHED_FORMAT: Final = WireFormat(name="rabbitmq_stream_publish", decode=_decode_published)
-_PUBLISH_V1: Final = struct.pack(">HH", Key.PUBLISH, 1)
-_COUNT: Final = struct.Struct(">i")
 
 
 # --- consumer offsets ---------------------------------------------------------------------------

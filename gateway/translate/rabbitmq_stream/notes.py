@@ -170,13 +170,7 @@ def split(data: bytes) -> tuple[ChunkNotes, bytes]:
     return notes, (data[start:] if start else data)
 
 
-def split_view(data: bytes) -> tuple[ChunkNotes, bytes | memoryview]:
-    """``split`` without copying the entries when there are notes (a view of ``data``)."""
-    notes, start = _parse(data)
-    return notes, (memoryview(data)[start:] if start else data)
-
-
 __all__ = [
     "BLOOM_SIZE", "PLAIN", "ChunkNotes", "Filter", "annotate", "filter_of", "notes_for", "notes_in",
-    "split", "split_view",
+    "split",
 ]  # fmt: skip
