@@ -24,6 +24,7 @@ from gateway.authorization import (
 from gateway.backends import Backend, SharedLogs
 from gateway.backends.base import BackendSettings, Retries
 from gateway.backends.embedded import EmbeddedBackend, Listener, embedded_path
+from gateway.backends.embedded.link import EmbeddedLink
 from gateway.backends.topic_log import TopicLog
 from gateway.backends.url import create_backend
 from gateway.config import Config, TlsConfig
@@ -385,7 +386,9 @@ def _services(
                 default_user=rabbit.default_user,
                 default_password=rabbit.default_password,
                 default_user_loopback_only=rabbit.default_user_loopback_only,
-                gateway_dedup=not config.reuse_port,
+                # Not where other gateways share the store or the port: one process's memory.
+                gateway_dedup=not config.reuse_port
+                and not isinstance(router.backend, EmbeddedLink),
             ),
             users=users,
         )
@@ -399,7 +402,7 @@ async def _record_listeners(
     backend: Backend, config: Config, listeners: list[ListenerInfo]
 ) -> None:
     """Where a client command that finds the embedded directory in use can reach this gateway."""
-    if not isinstance(backend, EmbeddedBackend):
+    if not isinstance(backend, EmbeddedBackend | EmbeddedLink):  # the link: its owner's file
         return
     kafka = config.listeners.kafka
     await backend.record_listeners(

@@ -42,7 +42,7 @@ _RUN_FLAGS: tuple[tuple[str, str, str], ...] = (
     ("--admin-port", "admin.port", "metrics/health HTTP port (default 9464, 0 = any)"),
     ("--log-level", "log.level", "debug | info | warning | error"),
     ("--log-format", "log.format", "auto | console | json"),
-    ("--workers", "workers", "processes sharing each listener port (Kafka backend; default 1)"),
+    ("--workers", "workers", "processes sharing each listener port (default 1)"),
 )
 
 
@@ -169,6 +169,13 @@ def _run(args: argparse.Namespace) -> int:
         print(f"streamgate: {exc}", file=sys.stderr)
         return 2
     configure_logging(config.log.level, config.log.format)
+    if config.store_socket:  # the store owner of --workers on the embedded backend
+        from gateway.store_owner import serve_store_owner
+
+        def said(path: str) -> None:
+            print(f"store listening on {path}", flush=True)
+
+        return _trio_run(serve_store_owner, config, said)
     if config.workers != 1:
         return _run_workers(config)
 
@@ -206,6 +213,8 @@ def _run_workers(config: Any) -> int:
                 listeners.append((protocol, host, port, tls.enabled))
         _announce(listeners, running.admin, running.admin_tls)
         print(f"workers: {' '.join(str(pid) for pid in running.workers)}", flush=True)
+        if running.owner is not None:
+            print(f"store owner: {running.owner}", flush=True)
 
     return _trio_run(run_workers, config, sys.argv[1:], announce)
 

@@ -22,8 +22,16 @@ grants and deduplicates producer ids; on the RabbitMQ and Iggy backends the gate
 those groups over a log on the server, and RabbitMQ deduplicates publishers and Kafka producers.
 What still lives in one process is refused by each worker rather than split between them: Iggy
 consumer groups (FEATURE_UNAVAILABLE), and RabbitMQ Stream publishers with a reference where the
-broker does not deduplicate (PRECONDITION_FAILED). The embedded store has one owner:
-``--workers`` above one is refused there.
+broker does not deduplicate (PRECONDITION_FAILED).
+
+On the embedded backend the data directory keeps one owner: the supervisor starts a store owner
+first (``gateway.store_owner``: ``streamgate run`` again with ``store_socket``, no listener), and
+the workers reach the store through it (``backends.embedded.link``, a unix socket in the
+supervisor's private directory), so every partition, offset, producer's dedup state and
+transaction is the owner's, and the workers replicate their groups over a log in the store as
+they do on the Iggy backend. Users are kept in the data directory's ``users.json``, as one
+gateway keeps them. The owner is stopped after the workers have drained, and started again
+(the workers reconnect) if it dies.
 """
 
 from __future__ import annotations
@@ -47,6 +55,8 @@ from prometheus_client.multiprocess import MultiProcessCollector, mark_process_d
 
 from gateway.access_log import worker_path
 from gateway.admin_http import serve_admin
+from gateway.backends.embedded import embedded_path
+from gateway.backends.embedded.link import SCHEME
 from gateway.config import Config
 from gateway.listen_error import naming_address
 from gateway.metrics import WorkerProcesses
@@ -80,9 +90,11 @@ def check_workers(config: Config) -> None:
     scheme = config.backend.url.partition(":")[0].lower()
     if config.workers < 1:
         raise WorkersRefused(f"workers must be at least 1, not {config.workers}")
-    if config.workers > 1 and scheme == "embedded":
+    if config.store_socket:
+        raise WorkersRefused("--workers: store_socket is the supervisor's to set, not by hand")
+    if scheme == "embedded+owner":
         raise WorkersRefused(
-            "--workers needs an external backend: the embedded store has one owner process"
+            "--workers: an embedded+owner backend URL is the supervisor's; give embedded:DIR"
         )
 
 
@@ -95,6 +107,10 @@ class _Worker:
     ready: trio.Event = field(default_factory=trio.Event)
     starts: int = 0
     error: str = ""  # its last ``streamgate: ...`` line on stderr (what stopped it)
+
+    @property
+    def label(self) -> str:
+        return "the store owner" if self.index < 0 else f"worker {self.index}"
 
     def state(self) -> WorkerState:
         running = self.process is not None and self.process.returncode is None
@@ -110,6 +126,7 @@ class Supervised:
     admin: tuple[str, int] | None
     workers: list[int]  # pids
     admin_tls: tuple[str, int] | None = None  # the admin port over TLS (maybe ``admin``)
+    owner: int | None = None  # the store owner's pid (embedded backend)
 
 
 def _reserve(host: str) -> socket.socket:
@@ -120,6 +137,17 @@ def _reserve(host: str) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, 0))
     return sock
+
+
+def _embedded(config: Config) -> bool:
+    return config.backend.url.partition(":")[0].lower() == "embedded"
+
+
+def _owner_args(config: Config, argv: Sequence[str], socket_path: str) -> list[str]:
+    extra = ["--set", "workers=1", "--set", f"store_socket={socket_path}"]
+    if config.log.format == "auto" and sys.stderr.isatty():
+        extra += ["--set", "log.format=console"]
+    return [sys.executable, "-m", "gateway.cli", *argv, *extra]
 
 
 def _worker_args(
@@ -133,7 +161,13 @@ def _worker_args(
         # A file per worker (the same one again when it is restarted): no two processes append
         # to, or rotate, one file.
         extra += ["--set", f"access_log.path={worker_path(config.access_log.path, index)}"]
-    if not config.auth.users_file:
+    if _embedded(config):
+        # The store through its owner; users where one gateway on the directory keeps them.
+        extra += ["--set", f"backend.url={SCHEME}:{state_dir}/store.sock"]
+        if not config.auth.users_file:
+            users = embedded_path(config.backend.url).resolve() / "users.json"
+            extra += ["--set", f"auth.users_file={users}"]
+    elif not config.auth.users_file:
         # Users kept in memory by one gateway are kept by all workers together: in a file of
         # their own for as long as they run (gone at exit, as memory would be).
         extra += ["--set", f"auth.users_file={state_dir}/users.json"]
@@ -171,10 +205,22 @@ async def run_workers(
     os.mkdir(metrics_dir)
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": metrics_dir, "PYTHONUNBUFFERED": "1"}
     workers = [_Worker(i) for i in range(config.workers)]
+    owner = _Worker(-1) if _embedded(config) else None
     stopping = False
     try:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
             async with trio.open_nursery() as nursery:
+                if owner is not None:  # the store first: the workers reach it as they start
+                    command = _owner_args(config, argv, os.path.join(state_dir, "store.sock"))
+                    nursery.start_soon(
+                        _keep_running, owner, command, env, metrics_dir, lambda: stopping
+                    )
+                    with trio.move_on_after(_START_WITHIN_S):
+                        await owner.ready.wait()
+                    if not owner.ready.is_set():
+                        raise WorkerFailed(
+                            f"the store owner was not ready within {_START_WITHIN_S:.0f} s"
+                        )
                 for worker in workers:
                     command = _worker_args(config, argv, ports, state_dir, worker.index)
                     nursery.start_soon(
@@ -233,6 +279,9 @@ async def run_workers(
                             admin=admin,
                             workers=[w.process.pid for w in workers if w.process is not None],
                             admin_tls=admin_tls,
+                            owner=None
+                            if owner is None or owner.process is None
+                            else owner.process.pid,
                         )
                     )
                 log.info("streamgate workers ready", workers=len(workers))
@@ -254,12 +303,18 @@ async def run_workers(
                         for worker in workers:
                             if worker.process is not None:
                                 await worker.process.wait()
+                    # The store last: what the drained workers wrote is closed (and fsynced).
+                    if owner is not None and owner.process is not None:
+                        if owner.process.returncode is None:
+                            owner.process.send_signal(signal.SIGTERM)
+                        with trio.move_on_after(_START_WITHIN_S):
+                            await owner.process.wait()
                     nursery.cancel_scope.cancel()
                     break
     finally:
         for sock in reserved:
             sock.close()
-        for worker in workers:
+        for worker in [*workers, *([owner] if owner is not None else [])]:
             if worker.process is not None and worker.process.returncode is None:
                 worker.process.kill()  # by pid: a worker this process started
         shutil.rmtree(state_dir, ignore_errors=True)
@@ -317,10 +372,10 @@ async def _keep_running(
             if worker.error:
                 raise WorkerFailed(worker.error, 2 if process.returncode == 2 else 1)
             raise WorkerFailed(
-                f"worker {worker.index} exited with code {process.returncode} before it was "
+                f"{worker.label} exited with code {process.returncode} before it was "
                 "ready (its error is above)"
             )
-        log.error("worker exited; starting it again", worker=worker.index, code=process.returncode)
+        log.error("worker exited; starting it again", worker=worker.label, code=process.returncode)
         await trio.sleep(_RESTART_AFTER_S)
 
 
@@ -335,6 +390,8 @@ async def _read_output(worker: _Worker, stdout: trio.abc.ReceiveStream) -> None:
                 if words[0] == "admin":
                     worker.admin = words[3]
                     worker.ready.set()  # the admin line comes last
+                elif words[0] == "store":  # the store owner's one line
+                    worker.ready.set()
                 else:
                     worker.listening[words[0]] = words[3]
                 continue

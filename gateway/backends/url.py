@@ -8,6 +8,8 @@ from typing import Final
 
 from gateway.backends.base import Backend, BackendSettings, BackendUrlError
 from gateway.backends.embedded import EmbeddedBackend
+from gateway.backends.embedded.link import SCHEME as EMBEDDED_LINK
+from gateway.backends.embedded.link import EmbeddedLink
 from gateway.backends.iggy import IggyBackend
 from gateway.backends.kafka import KafkaBackend
 from gateway.backends.rabbitmq_stream import RabbitStreamBackend
@@ -16,6 +18,7 @@ BackendFactory = Callable[[str, BackendSettings], Backend]
 
 BACKENDS: Final[Mapping[str, BackendFactory]] = {
     "embedded": EmbeddedBackend.from_url,
+    EMBEDDED_LINK: EmbeddedLink.from_url,  # a worker of --workers on the embedded store
     "rabbitmq-stream": RabbitStreamBackend.from_url,
     "rabbitmq-stream+tls": RabbitStreamBackend.from_url,  # RabbitMQ's scheme for TLS
     "kafka": KafkaBackend.from_url,

@@ -244,10 +244,13 @@ class MetricsConfig:
 class Config:
     host: str = "127.0.0.1"  # where listeners bind unless they say otherwise
     advertised_host: str = ""  # what discovery answers carry; "" = the bind host
-    # Processes serving every listener port (SO_REUSEPORT), /metrics summed over them; more than
-    # one only on a backend whose broker holds what must be shared (gateway.supervisor).
+    # Processes serving every listener port (SO_REUSEPORT), /metrics summed over them; on the
+    # embedded backend they reach the store through one owner process (gateway.supervisor).
     workers: int = 1
     reuse_port: bool = False  # bind listeners with SO_REUSEPORT (set for each worker)
+    # Set by the supervisor for the store owner of ``--workers`` on the embedded backend: serve
+    # the store on this unix socket to the workers, and no listener (gateway.store_owner).
+    store_socket: str = ""
     backend: BackendConfig = field(default_factory=BackendConfig)
     listeners: ListenersConfig = field(default_factory=ListenersConfig)
     admin: AdminConfig = field(default_factory=AdminConfig)

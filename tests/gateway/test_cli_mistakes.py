@@ -140,7 +140,12 @@ RUN_MISTAKES = [
         1,
     ),
     ("tls-without-cert", ["--set", "listeners.kafka.tls.enabled=true"], ["cert_file"], 2),
-    ("workers-embedded", ["--workers", "2"], ["embedded"], 2),
+    (
+        "workers-store-link",  # the workers' link to the store owner is the supervisor's
+        ["--workers", "2", "--backend", "embedded+owner:/run/x.sock"],
+        ["embedded+owner", "embedded:DIR"],
+        2,
+    ),
     ("port-range", ["--kafka-port", "99999"], ["listeners.kafka.port", "99999"], 2),
 ]
 

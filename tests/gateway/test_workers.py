@@ -62,11 +62,15 @@ def metric(admin: str, name: str, **labels: str) -> float:
     return total
 
 
-def produce_and_consume(bootstrap: str, topic: str, count: int) -> list[bytes]:
+def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
-    for i in range(count):
-        producer.produce(topic, value=b"w%d" % i)
+    for value in values:
+        producer.produce(topic, value=value)
     assert producer.flush(20) == 0
+
+
+def read_from_start(bootstrap: str, topic: str, count: int) -> list[bytes]:
+    """Partition 0 of ``topic`` from offset 0, until ``count`` values came (20 s at most)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "workers-test",
                          "enable.auto.commit": False})  # fmt: skip
     consumer.assign([TopicPartition(topic, 0, 0)])
@@ -82,24 +86,33 @@ def produce_and_consume(bootstrap: str, topic: str, count: int) -> list[bytes]:
     return got
 
 
+def produce_and_consume(bootstrap: str, topic: str, count: int) -> list[bytes]:
+    produce(bootstrap, topic, [b"w%d" % i for i in range(count)])
+    return read_from_start(bootstrap, topic, count)
+
+
+async def spread_over(pids: list[int], address: str) -> list[int]:
+    """Connections held open at once: how many of them each worker took from the kernel."""
+    host, port = address.rsplit(":", 1)
+    streams = [await trio.open_tcp_stream(host, int(port)) for _ in range(CONNECTIONS)]
+    try:
+        give_up = time.monotonic() + 10
+        while sum(accepted_on(pid, int(port)) for pid in pids) < CONNECTIONS:
+            assert time.monotonic() < give_up, [accepted_on(p, int(port)) for p in pids]
+            await trio.sleep(0.05)
+        return [accepted_on(pid, int(port)) for pid in pids]
+    finally:
+        for stream in streams:
+            await stream.aclose()
+
+
 async def test_two_workers_share_the_port_and_sum_their_metrics(
     tansu: Tansu, tmp_path: Path
 ) -> None:
     with trio.fail_after(LIMIT_S):
         async with supervisor(tmp_path, tansu.url) as (proc, addresses, pids):
             assert len(pids) == 2 and all(alive(pid) for pid in pids)
-            host, port = addresses["kafka"].rsplit(":", 1)
-            # Connections held open at once: the kernel gives each worker a share.
-            streams = [await trio.open_tcp_stream(host, int(port)) for _ in range(CONNECTIONS)]
-            try:
-                give_up = time.monotonic() + 10
-                while sum(accepted_on(pid, int(port)) for pid in pids) < CONNECTIONS:
-                    assert time.monotonic() < give_up, [accepted_on(p, int(port)) for p in pids]
-                    await trio.sleep(0.05)
-                shares = [accepted_on(pid, int(port)) for pid in pids]
-            finally:
-                for stream in streams:
-                    await stream.aclose()
+            shares = await spread_over(pids, addresses["kafka"])
             assert sorted(shares) != [0, CONNECTIONS], shares
             got = await trio.to_thread.run_sync(
                 produce_and_consume, addresses["kafka"], "spread", 50
@@ -231,7 +244,9 @@ async def what_lives_in_one_process_is_refused(addresses: dict[str, str]) -> Non
 @pytest.mark.parametrize(
     ("backend", "why"),
     [
-        ("embedded:./data", "the embedded store has one owner process"),
+        # The workers' link to the store owner is the supervisor's to make (embedded:DIR makes
+        # it); by hand two supervisors would each think they had the store.
+        ("embedded+owner:/run/x.sock", "the supervisor's; give embedded:DIR"),
     ],
 )
 async def test_workers_are_refused_where_a_gateways_memory_would_be_shared(

@@ -123,6 +123,31 @@ def settled(counted: Counted, names: list[str]) -> bool:
     return all(held) and sorted(every) == list(range(PARTITIONS))
 
 
+async def one_group_counts_every_message_once(
+    bootstraps: list[str], *, idempotent: bool = True, describe_each: int = 1
+) -> None:
+    """A member of group ``g`` through each of ``bootstraps`` (a gateway each, or one port that
+    several workers share), 600 messages of ``orders``: the members settle on disjoint
+    partitions covering the topic and count every message once; DescribeGroups through each
+    bootstrap (``describe_each`` times: a connection each) shows the one Stable group of all."""
+    counted = Counted()
+    names = [f"via-{i}" for i in range(len(bootstraps))]
+    await in_thread(lambda: create_and_fill(bootstraps[0], "orders", idempotent=idempotent))
+    async with trio.open_nursery() as nursery:
+        for name, bootstrap in zip(names, bootstraps, strict=True):
+            nursery.start_soon(
+                in_thread, lambda n=name, b=bootstrap: member(n, b, "orders", "g", counted)
+            )
+        await until(lambda: settled(counted, names), 45, f"members: {counted.assigned}")
+        await until(lambda: counted.total() == MESSAGES, 30, "600 messages counted")
+        seen = [await describe(b, "g") for b in bootstraps for _ in range(describe_each)]
+        counted.stop.set()
+    for group in seen:
+        assert (group.group_state, len(group.members)) == ("Stable", len(names)), group
+    assert len(counted.times) == MESSAGES
+    assert set(counted.times.values()) == {1}, "a message was counted twice"
+
+
 async def describe(address: str, group: str) -> Any:
     [answer] = (await kafka_call(address, 15, 1, {"groups": [group]})).groups
     return answer
@@ -147,6 +172,16 @@ async def kafka_call(address: str, api_key: int, version: int, values: Mapping[s
                 data = await stream.receive_some(1 << 20)
                 assert data, "the peer closed the connection"
                 codec.receive_data(data)
+
+
+async def committed(address: str, topic: str = "orders", group: str = "g") -> dict[int, int]:
+    """The group's committed offsets as the backend keeps them, through a gateway (OffsetFetch)."""
+    answer = await kafka_call(
+        address, 9, 5,
+        {"group_id": group,
+         "topics": [{"name": topic, "partition_indexes": list(range(PARTITIONS))}]},
+    )  # fmt: skip
+    return {p.partition_index: p.committed_offset for p in answer.topics[0].partitions}
 
 
 def batch(pid: int, epoch: int, sequence: int, n: int = 3) -> bytes:
@@ -243,12 +278,16 @@ async def members_move_off_a_killed_gateway(
     assert len(counted.times) >= MESSAGES - len(orphaned)  # at most one unseen per partition
 
 
-async def idempotent_retries_through_two_gateways(a: Any, b: Any) -> tuple[int, int]:
+async def idempotent_retries_through_two_gateways(
+    a: Any, b: Any, *, duplicate_offset: int = -1
+) -> tuple[int, int]:
     """An idempotent producer (its id granted through ``a``) on a new topic ``once``: a batch
     through ``a``; its retry through ``b`` answered as a duplicate (no offsets); the next batch
     through ``b``; a gap refused; a batch sent through ``a``, which is SIGKILLed before
     answering (it may or may not have reached the backend), retried through ``b``. The caller
-    checks what the backend stored: sequences 0..8 once each. (producer id, epoch)."""
+    checks what the backend stored: sequences 0..8 once each. (producer id, epoch). A duplicate
+    is answered without offsets by a Kafka broker (-1), with the original's by the embedded
+    store (``duplicate_offset=0``)."""
     topic = {"name": "once", "num_partitions": 1, "replication_factor": 1,
              "assignments": [], "configs": []}  # fmt: skip
     await kafka_call(a.kafka, 19, 2, {"topics": [topic], "timeout": 10_000, "validate_only": False})
@@ -258,7 +297,7 @@ async def idempotent_retries_through_two_gateways(a: Any, b: Any) -> tuple[int, 
     assert pid >= 0
     assert await produce(a.kafka, "once", batch(pid, epoch, 0)) == (0, 0)
     # The answer was lost, say: the producer retries through the other gateway.
-    assert await produce(b.kafka, "once", batch(pid, epoch, 0)) == (0, -1)
+    assert await produce(b.kafka, "once", batch(pid, epoch, 0)) == (0, duplicate_offset)
     assert await produce(b.kafka, "once", batch(pid, epoch, 3)) == (0, 3)
     assert (await produce(b.kafka, "once", batch(pid, epoch, 9)))[0] != 0  # a gap
     host, port = a.kafka.rsplit(":", 1)

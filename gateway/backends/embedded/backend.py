@@ -102,6 +102,19 @@ def embedded_path(url: str) -> Path:
     return Path(rest)
 
 
+def _capabilities(defaults: Any) -> Capabilities:
+    return Capabilities(
+        native_groups=False,
+        native_offsets=True,
+        timestamp_index=True,
+        idempotent_producers=True,
+        streams=True,
+        max_message_bytes=defaults.max_message_bytes,
+        segment_bytes=defaults.segment_bytes,
+        wire_formats=frozenset(STORED_FORMATS.values()),
+    )
+
+
 class EmbeddedBackend:
     name = "embedded"
 
@@ -139,16 +152,7 @@ class EmbeddedBackend:
         self._admin = Admin(self.store)
         self.transactions = TransactionCoordinator(self.store, self.commit_offset)
         self.store.services.append(self.transactions.run)
-        self.capabilities = Capabilities(
-            native_groups=False,
-            native_offsets=True,
-            timestamp_index=True,
-            idempotent_producers=True,
-            streams=True,
-            max_message_bytes=defaults.max_message_bytes,
-            segment_bytes=defaults.segment_bytes,
-            wire_formats=frozenset(STORED_FORMATS.values()),
-        )
+        self.capabilities = _capabilities(defaults)
 
     @classmethod
     def from_url(cls, url: str, settings: BackendSettings | None = None) -> EmbeddedBackend:
@@ -161,6 +165,21 @@ class EmbeddedBackend:
             retention_bytes=s.retention_bytes,
             max_message_bytes=s.max_message_bytes,
             max_open_files=s.max_open_files,
+        )
+
+    @staticmethod
+    def capabilities_for(settings: BackendSettings) -> Capabilities:
+        """What a store started with ``settings`` can do (``link``: a worker's, before it
+        reaches the owner)."""
+        config = TopicConfig(
+            segment_bytes=settings.segment_bytes,
+            retention_ms=settings.retention_ms,
+            retention_bytes=settings.retention_bytes,
+            max_message_bytes=settings.max_message_bytes,
+        )
+        catalog.check_config(config)
+        return _capabilities(
+            catalog.effective(config, LogConfig(settings.segment_bytes, settings.max_message_bytes))
         )
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

@@ -16,17 +16,9 @@ from tests.helpers.gateways import running_gateways
 from tests.helpers.iggy_groups_across_gateways import one_group_across_two_gateways
 from tests.helpers.iggy_upstream import upstream_gateway
 from tests.helpers.kafka_group_members import (
-    MESSAGES,
-    PARTITIONS,
-    Counted,
-    create_and_fill,
-    describe,
-    in_thread,
-    kafka_call,
-    member,
+    committed,
     members_move_off_a_killed_gateway,
-    settled,
-    until,
+    one_group_counts_every_message_once,
 )
 from tests.helpers.sac_across_gateways import one_active_consumer_across_two_gateways
 
@@ -39,41 +31,17 @@ def url_of(upstream: object) -> str:
 
 
 async def test_one_group_through_two_gateways_counts_every_message_once(tmp_path: Path) -> None:
-    counted = Counted()
-    names = ["via-a", "via-b"]
     async with (
         upstream_gateway(tmp_path / "upstream") as upstream,
         running_gateways(url_of(upstream), tmp_path, 2) as (a, b),
     ):
         with trio.fail_after(LIMIT_S):
-            await in_thread(lambda: create_and_fill(a.kafka, "orders", idempotent=False))
-            async with trio.open_nursery() as nursery:
-                for name, gateway in zip(names, (a, b), strict=True):
-                    nursery.start_soon(
-                        in_thread,
-                        lambda n=name, g=gateway: member(n, g.kafka, "orders", "g", counted),
-                    )
-                await until(lambda: settled(counted, names), 45, f"2 members: {counted.assigned}")
-                await until(lambda: counted.total() == MESSAGES, 30, "600 messages counted")
-                seen = [await describe(g.kafka, "g") for g in (a, b)]
-                counted.stop.set()
-    for group in seen:
-        assert (group.group_state, len(group.members)) == ("Stable", 2)
-    assert len(counted.times) == MESSAGES
-    assert set(counted.times.values()) == {1}, "a message was counted twice"
+            await one_group_counts_every_message_once([a.kafka, b.kafka], idempotent=False)
 
 
 async def test_a_killed_gateways_members_move_to_the_other_gateway(tmp_path: Path) -> None:
     """The survivor's replica expires a SIGKILLed gateway's member after its session timeout;
     offsets committed through the dead one are the server's (Iggy consumer offsets)."""
-
-    async def committed(address: str) -> dict[int, int]:
-        answer = await kafka_call(
-            address, 9, 5,
-            {"group_id": "g",
-             "topics": [{"name": "orders", "partition_indexes": list(range(PARTITIONS))}]},
-        )  # fmt: skip
-        return {p.partition_index: p.committed_offset for p in answer.topics[0].partitions}
 
     async with (
         upstream_gateway(tmp_path / "upstream") as upstream,

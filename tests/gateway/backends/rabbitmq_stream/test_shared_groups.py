@@ -28,13 +28,12 @@ from tests.helpers.gateways import running_gateways, supervisor
 from tests.helpers.iggy_groups_across_gateways import one_group_across_two_gateways
 from tests.helpers.kafka_group_members import (
     MESSAGES,
-    PARTITIONS,
     Counted,
+    committed,
     create_and_fill,
     describe,
     idempotent_retries_through_two_gateways,
     in_thread,
-    kafka_call,
     member,
     members_move_off_a_killed_gateway,
     settled,
@@ -77,16 +76,6 @@ async def test_one_group_through_three_gateways_counts_every_message_once(
     assert {m.member_id for m in seen[0].members} == set(counted.member_ids.values())
     assert len(counted.times) == MESSAGES
     assert set(counted.times.values()) == {1}, "a message was counted twice"
-
-
-async def committed(address: str, topic: str, group: str) -> dict[int, int]:
-    """The group's committed offsets, through a gateway (RabbitMQ's offset tracking)."""
-    answer = await kafka_call(
-        address, 9, 5,
-        {"group_id": group,
-         "topics": [{"name": topic, "partition_indexes": list(range(PARTITIONS))}]},
-    )  # fmt: skip
-    return {p.partition_index: p.committed_offset for p in answer.topics[0].partitions}
 
 
 async def test_a_killed_gateways_members_move_to_the_other_gateway(

@@ -1,0 +1,6 @@
+"""The embedded store shared by ``--workers``: one owner process serves it, the workers reach it."""
+
+from .client import SCHEME, EmbeddedLink
+from .server import METHODS, Clients, serve_store
+
+__all__ = ["METHODS", "SCHEME", "Clients", "EmbeddedLink", "serve_store"]

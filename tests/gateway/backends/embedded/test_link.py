@@ -1,0 +1,204 @@
+"""The store link of ``--workers`` on the embedded backend (``backends.embedded.link``): its
+frames, and a real store served over a real unix socket to a link backend in the same test —
+commands, errors as their own classes, cancelled long polls, an owner that goes and comes back.
+The processes (supervisor, owner, workers) with real clients: test_workers_embedded.py."""
+
+from __future__ import annotations
+
+import inspect
+import pickle
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import trio
+
+import gateway.model as model
+from gateway.backends import Backend, DataWaits, RecordDeletion, SharedLogs, Transactions
+from gateway.backends.base import BackendSettings, BackendUrlError, running
+from gateway.backends.embedded import open_embedded
+from gateway.backends.embedded.link import METHODS, EmbeddedLink, serve_store, wire
+from gateway.backends.url import create_backend
+from gateway.model import (
+    AwaitData,
+    BackendUnavailable,
+    GatewayError,
+    ListOffsets,
+    OffsetOutOfRange,
+    OffsetSpec,
+    Read,
+    Topic,
+    UnknownTopic,
+)
+
+from .support import TOPIC, append, assert_intact, batch, create, read_all
+
+
+def test_frames_come_back_whole_byte_by_byte_and_with_views_as_bytes() -> None:
+    frames = [(wire.REQUEST, 1, "read", Read(topic=TOPIC, partition=0, offset=3)),
+              (wire.RESULT, 1, memoryview(b"abcdef")[2:]), (wire.CANCEL, 7)]  # fmt: skip
+    data = b"".join(wire.encode(f) for f in frames)
+    whole = wire.Reader().feed(data)
+    reader = wire.Reader()
+    one_by_one = [f for i in range(len(data)) for f in reader.feed(data[i : i + 1])]
+    assert whole == one_by_one
+    assert whole[0] == frames[0] and whole[2] == frames[2]
+    assert whole[1] == (wire.RESULT, 1, b"cdef")
+
+
+_A_LIST = pickle.dumps(["a list"])
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        (1 << 31).to_bytes(4, "big") + b"x",  # longer than any frame may be
+        (5).to_bytes(4, "big") + b"\x80\x05junk",  # not a pickle
+        len(_A_LIST).to_bytes(4, "big") + _A_LIST,  # a pickle, not a frame
+    ],
+    ids=["too long", "not a pickle", "not a tuple"],
+)
+def test_a_bad_frame_is_a_link_error(bad: bytes) -> None:
+    with pytest.raises(wire.LinkError):
+        wire.Reader().feed(bad)
+
+
+def _errors() -> list[type[GatewayError]]:
+    return sorted(
+        {c for _, c in inspect.getmembers(model, inspect.isclass) if issubclass(c, GatewayError)},
+        key=lambda c: c.__name__,
+    )
+
+
+@pytest.mark.parametrize("cls", _errors(), ids=lambda c: c.__name__)
+def test_every_gateway_error_crosses_the_link_as_itself(cls: type[GatewayError]) -> None:
+    """A worker answers its client from the error's class and fields (Kafka error codes,
+    OffsetOutOfRange's bounds): each must unpickle as it was."""
+    error = cls("why it failed")
+    for name in ("log_start", "log_end", "partitions", "member_id", "kind"):
+        if hasattr(error, name):
+            value = getattr(error, name)
+            setattr(error, name, "x" if isinstance(value, str) else 7)
+    [(_, _, back)] = wire.Reader().feed(wire.encode((wire.ERROR, 1, error)))
+    assert type(back) is cls and back.message == "why it failed"
+    assert vars(back) == vars(error)
+
+
+def test_the_link_offers_what_the_owner_serves() -> None:
+    link = EmbeddedLink("/x", EmbeddedLink.from_url("embedded+owner:/x").capabilities)
+    assert isinstance(link, Backend) and isinstance(link, DataWaits)
+    assert isinstance(link, RecordDeletion) and isinstance(link, Transactions)
+    assert isinstance(link, SharedLogs)
+    for method in METHODS:
+        assert callable(getattr(link, method)), method
+    with pytest.raises(BackendUrlError, match="absolute socket path"):
+        EmbeddedLink.from_url("embedded+owner:relative.sock")
+    # The capabilities the owner has with the same settings.
+    settings = BackendSettings(max_message_bytes=1 << 20, segment_bytes=1 << 22)
+    via_url = create_backend("embedded+owner:/x", settings)
+    assert isinstance(via_url, EmbeddedLink)
+    assert via_url.capabilities.max_message_bytes == 1 << 20
+    assert via_url.capabilities.segment_bytes == 1 << 22
+
+
+@asynccontextmanager
+async def served(root: Path, sock: Path) -> AsyncIterator[trio.Nursery]:
+    async with open_embedded(root, fsync="never") as store, trio.open_nursery() as nursery:
+        await nursery.start(serve_store, store, str(sock))
+        yield nursery
+        nursery.cancel_scope.cancel()
+
+
+async def test_commands_results_and_errors_through_the_link(tmp_path: Path) -> None:
+    sock = tmp_path / "store.sock"
+    with trio.fail_after(20):
+        async with served(tmp_path / "data", sock):
+            assert sock.stat().st_mode & 0o777 == 0o600
+            link = EmbeddedLink.from_url(f"embedded+owner:{sock}")
+            async with running(link):
+                await link.ping()
+                await create(link)  # type: ignore[arg-type]
+                await append(link, batch(30))  # type: ignore[arg-type]
+                await append(link, batch(20, start=30))  # type: ignore[arg-type]
+                got = await read_all(link)  # type: ignore[arg-type]
+                assert_intact(got)
+                assert len(got) == 50
+                end = await link.list_offsets(
+                    ListOffsets(topic=TOPIC, partition=0, spec=OffsetSpec.LATEST)
+                )
+                assert end.offset == 50
+                with pytest.raises(OffsetOutOfRange) as out:
+                    await link.read(Read(topic=TOPIC, partition=0, offset=99))
+                assert (out.value.log_start, out.value.log_end) == (0, 50)
+                with pytest.raises(UnknownTopic):
+                    await link.read(Read(topic=Topic("s", "nope"), partition=0, offset=0))
+
+
+async def test_a_cancelled_long_poll_is_cancelled_in_the_owner_too(tmp_path: Path) -> None:
+    sock = tmp_path / "store.sock"
+    with trio.fail_after(20):
+        async with (
+            open_embedded(tmp_path / "data", fsync="never") as store,
+            trio.open_nursery() as nursery,
+        ):
+            await nursery.start(serve_store, store, str(sock))
+            link = EmbeddedLink.from_url(f"embedded+owner:{sock}")
+            async with running(link):
+                await create(link)  # type: ignore[arg-type]
+                part = store.store.partition(TOPIC, 0)
+                with trio.move_on_after(0.3):
+                    await link.await_data(AwaitData(targets=((TOPIC, 0, 0),), max_wait_ms=60_000))
+                # The owner's wait ended with the worker's: nobody watches the partition.
+                give_up = trio.current_time() + 5
+                while part._watchers:
+                    assert trio.current_time() < give_up
+                    await trio.sleep(0.01)
+                # and the link goes on answering
+                await append(link, batch(1))  # type: ignore[arg-type]
+                assert len(await read_all(link)) == 1  # type: ignore[arg-type]
+            nursery.cancel_scope.cancel()
+
+
+async def test_an_owner_that_goes_is_unavailable_then_reached_again(tmp_path: Path) -> None:
+    sock = tmp_path / "store.sock"
+
+    async def owner(*, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
+        async with open_embedded(tmp_path / "data", fsync="never") as store:
+            await serve_store(store, str(sock), task_status=task_status)
+
+    with trio.fail_after(30):
+        link = EmbeddedLink.from_url(f"embedded+owner:{sock}")
+        with pytest.raises(BackendUnavailable, match="not reachable"):
+            await link.run()  # no owner yet: a worker does not start
+        async with trio.open_nursery() as nursery:
+            first = trio.CancelScope()
+
+            gone = trio.Event()
+
+            async def first_owner(*, task_status: trio.TaskStatus[str]) -> None:
+                with first:
+                    await owner(task_status=task_status)
+                gone.set()  # its store closed, its lock dropped
+
+            await nursery.start(first_owner)
+            async with running(link):
+                await create(link)  # type: ignore[arg-type]
+                await append(link, batch(5))  # type: ignore[arg-type]
+                first.cancel()  # the owner goes
+                while True:  # every request fails while it is gone; none hangs
+                    try:
+                        await link.ping()
+                    except BackendUnavailable:
+                        break
+                    await trio.sleep(0.02)
+                await gone.wait()
+                await nursery.start(owner)  # started again: the link finds it by itself
+                while True:
+                    try:
+                        assert_intact(await read_all(link))  # type: ignore[arg-type]
+                        break
+                    except BackendUnavailable:
+                        await trio.sleep(0.05)
+                assert len(await read_all(link)) == 5  # type: ignore[arg-type]
+            nursery.cancel_scope.cancel()
