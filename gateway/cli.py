@@ -149,6 +149,14 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 def _login_and_gateway_args(parser: argparse.ArgumentParser, default_user: str) -> None:
     parser.add_argument("--username", default=default_user, help="user to log in as")
     parser.add_argument("--password", default=default_user, help="its password")
@@ -332,7 +340,9 @@ def _bench_kafka(args: argparse.Namespace) -> int:
             if args.tls:
                 certs_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="sg-tls-"))
                 tls = make_bench_tls(certs_dir)
-            child = _started(stack, args, "kafka", tls.run_args() if tls is not None else ())
+            # --workers share fixed ports: one free now (another process could take it first)
+            tls_port = _free_port() if args.workers > 1 else 0
+            child = _started(stack, args, "kafka", tls.run_args(tls_port) if tls else ())
             cpu = child.cpu_seconds
             endpoints.append(("plaintext", child.address, {}))
             if tls is not None:

@@ -21,6 +21,7 @@ from gateway.backends.base import running
 from gateway.backends.embedded import EmbeddedBackend
 from gateway.backends.embedded.link import Clients, serve_store
 from gateway.config import Config, ConfigError
+from gateway.metrics import Metrics
 
 log = structlog.get_logger("streamgate.store")
 
@@ -29,6 +30,12 @@ async def serve_store_owner(config: Config, announce: Callable[[str], None]) -> 
     backend = build_backend(config)
     if not isinstance(backend, EmbeddedBackend):
         raise ConfigError("store_socket is for the embedded backend only")
+    # The disk's metrics (errors by kind, writable, what recovery cut out) are the owner's to
+    # count: written where the supervisor sums the workers' (PROMETHEUS_MULTIPROC_DIR). Its
+    # backend_up is 1 while it runs: the owner is the backend (the lowest of all is shown).
+    metrics = Metrics(backend=backend.name, process=False)
+    metrics.backend_up.labels(backend.name).set(1)
+    backend.storage.listen(metrics.storage_event)
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with running(backend), trio.open_nursery() as nursery:
             clients = Clients()

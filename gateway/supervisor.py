@@ -236,7 +236,7 @@ async def run_workers(
                 reserved.clear()
                 registry = CollectorRegistry()
                 MultiProcessCollector(registry, path=metrics_dir)  # type: ignore[no-untyped-call]
-                WorkerProcesses(lambda: _live_pids(workers), registry)
+                WorkerProcesses(lambda: _live_pids(workers, owner), registry)
                 admin: tuple[str, int] | None = None
                 admin_tls: tuple[str, int] | None = None
                 admin_certs: ServerTls | None = None
@@ -325,12 +325,16 @@ def _serves_tls(config: Config) -> bool:
     return any(getattr(config.listeners, name).tls.enabled for name in _LISTENERS)
 
 
-def _live_pids(workers: list[_Worker]) -> dict[str, int]:
-    return {
+def _live_pids(workers: list[_Worker], owner: _Worker | None = None) -> dict[str, int]:
+    """process_* series by ``worker`` label: "0", "1"... and "store" (the store owner)."""
+    live = {
         str(w.index): w.process.pid
         for w in workers
         if w.process is not None and w.process.returncode is None
     }
+    if owner is not None and owner.process is not None and owner.process.returncode is None:
+        live["store"] = owner.process.pid
+    return live
 
 
 async def _keep_running(

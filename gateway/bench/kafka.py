@@ -197,11 +197,12 @@ class BenchTls:
     cert_file: str
     key_file: str
 
-    def run_args(self) -> list[str]:
-        """``streamgate run`` arguments: the Kafka listener's TLS beside its plaintext port."""
+    def run_args(self, port: int = 0) -> list[str]:
+        """``streamgate run`` arguments: the Kafka listener's TLS beside its plaintext port
+        (``port``: 0 picks one; ``--workers`` needs it fixed)."""
         sets = {
             "listeners.kafka.tls.enabled": "true",
-            "listeners.kafka.tls.port": "0",
+            "listeners.kafka.tls.port": str(port),
             "listeners.kafka.tls.cert_file": self.cert_file,
             "listeners.kafka.tls.key_file": self.key_file,
         }

@@ -28,6 +28,7 @@ from tests.gateway.listeners.iggy.conftest import poll
 from tests.gateway.test_workers import (
     CONNECTIONS,
     iggy_groups_are_the_workers_own,
+    metric,
     produce,
     read_from_start,
     spread_over,
@@ -84,6 +85,17 @@ async def test_two_workers_one_embedded_store(tmp_path: Path) -> None:
             kafka = addresses["kafka"]
             shares = await spread_over(pids, kafka)
             assert sorted(shares) != [0, CONNECTIONS], shares
+            # /metrics summed: the owner's disk gauges and process series count, and its
+            # backend_up does not drag the lowest down.
+            admin = addresses["admin"]
+
+            def seen(name: str, **labels: str) -> float:
+                return metric(admin, name, **labels)
+
+            assert await in_thread(lambda: seen("streamgate_backend_up")) == 1
+            assert await in_thread(lambda: seen("streamgate_storage_writable")) == 1
+            rss = await in_thread(lambda: seen("process_resident_memory_bytes", worker="store"))
+            assert rss > 0
 
             # One Kafka group, a member per consumer, the store's offsets: every message once;
             # described alike through connections the kernel gives to either worker.

@@ -31,6 +31,7 @@ from gateway.model import BackendUnavailable, GatewayError
 from ..backend import EmbeddedBackend
 from ..owner import Listener
 from . import wire
+from .writer import widen, write_frames
 
 log = structlog.get_logger("streamgate.backend")
 
@@ -65,7 +66,7 @@ class EmbeddedLink:
         self.capabilities = capabilities
         self.shared: TopicLog | None = None
         self._stream: trio.SocketStream | None = None
-        self._send: trio.MemorySendChannel[bytes] | None = None
+        self._send: trio.MemorySendChannel[list[memoryview]] | None = None
         self._pending: dict[int, _Waiter] = {}
         self._ids = itertools.count(1)
         self._down = "the store owner is not connected yet"
@@ -106,7 +107,7 @@ class EmbeddedLink:
         started = False
         while True:
             try:
-                stream = await trio.open_unix_socket(self.path)
+                stream = widen(await trio.open_unix_socket(self.path))
             except OSError as exc:
                 self._down = f"the store owner is not reachable: {exc.strerror or exc}"
                 if not started:  # the supervisor starts workers once the owner listens
@@ -115,11 +116,11 @@ class EmbeddedLink:
                 continue
             # Unbounded, so that a request is queued whole or not at all (a cancelled send
             # would cut a frame): what waits here is bounded by the worker's own requests.
-            send, receive = trio.open_memory_channel[bytes](math.inf)
+            send, receive = trio.open_memory_channel[list[memoryview]](math.inf)
             try:
                 async with stream, trio.open_nursery() as nursery:
                     self._stream, self._send = stream, send
-                    nursery.start_soon(self._write, stream, receive)
+                    nursery.start_soon(write_frames, stream, receive)
                     if not started:
                         started = True
                         task_status.started()
@@ -163,17 +164,6 @@ class EmbeddedLink:
                 else:
                     raise wire.LinkError(f"an unknown answer {frame[0]!r}")
                 waiter.event.set()
-
-    @staticmethod
-    async def _write(stream: trio.SocketStream, receive: trio.MemoryReceiveChannel[bytes]) -> None:
-        async for frame in receive:
-            frames = [frame]
-            while True:
-                try:
-                    frames.append(receive.receive_nowait())
-                except trio.WouldBlock:
-                    break
-            await stream.send_all(b"".join(frames) if len(frames) > 1 else frames[0])
 
     async def _call(self, method: str, argument: Any) -> Any:
         send = self._send

@@ -17,6 +17,7 @@ import trio
 from gateway.model import GatewayError
 
 from . import wire
+from .writer import widen, write_frames
 
 log = structlog.get_logger("streamgate.store")
 
@@ -61,7 +62,7 @@ async def serve_store(
         async with trio.open_nursery() as nursery:
             task_status.started(path)
             while True:
-                stream = await listener.accept()
+                stream = widen(await listener.accept())
                 nursery.start_soon(_serve_connection, backend, stream, clients)
     finally:
         with contextlib.suppress(OSError):
@@ -78,12 +79,12 @@ async def _serve_connection(backend: Any, stream: trio.SocketStream, clients: Cl
 
 
 async def _serve_requests(backend: Any, stream: trio.SocketStream) -> None:
-    send, receive = trio.open_memory_channel[bytes](_QUEUE)
+    send, receive = trio.open_memory_channel[list[memoryview]](_QUEUE)
     scopes: dict[int, trio.CancelScope] = {}
     reader = wire.Reader()
     try:
         async with stream, trio.open_nursery() as nursery:
-            nursery.start_soon(_write, stream, receive)
+            nursery.start_soon(write_frames, stream, receive)
             while True:
                 data = await stream.receive_some(_RECEIVE_BYTES)
                 if not data:
@@ -111,7 +112,7 @@ async def _answer(
     rid: int,
     scope: trio.CancelScope,
     scopes: dict[int, trio.CancelScope],
-    send: trio.MemorySendChannel[bytes],
+    send: trio.MemorySendChannel[list[memoryview]],
 ) -> None:
     try:
         with scope:
@@ -126,17 +127,6 @@ async def _answer(
             await send.send(frame)
     finally:
         scopes.pop(rid, None)
-
-
-async def _write(stream: trio.SocketStream, receive: trio.MemoryReceiveChannel[bytes]) -> None:
-    async for frame in receive:
-        frames = [frame]
-        while True:  # what else is ready goes in the same write
-            try:
-                frames.append(receive.receive_nowait())
-            except trio.WouldBlock:
-                break
-        await stream.send_all(b"".join(frames) if len(frames) > 1 else frames[0])
 
 
 __all__ = ["METHODS", "Clients", "serve_store"]

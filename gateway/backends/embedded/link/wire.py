@@ -33,7 +33,9 @@ class LinkError(Exception):
     """The other end sent what this end cannot read: the link is closed."""
 
 
-def _memoryview(view: memoryview) -> tuple[type[bytes], tuple[bytes]]:
+def _memoryview(view: memoryview) -> tuple[type[bytes], tuple[Any]]:
+    if view.contiguous:  # a stored batch read as a view: out of band, not copied into the pickle
+        return bytes, (pickle.PickleBuffer(view),)
     return bytes, (view.tobytes(),)
 
 
@@ -41,16 +43,41 @@ _TABLE = copyreg.dispatch_table.copy()
 _TABLE[memoryview] = _memoryview
 
 
-def encode(frame: tuple[Any, ...]) -> bytes:
+def encode(frame: tuple[Any, ...]) -> list[memoryview]:
+    """The frame in pieces to write in order: its head (the size of the rest, the pickle's, the
+    pickle, the out-of-band buffers' count and sizes) as a view of the buffer it was pickled
+    into (``getvalue`` would copy it, and ``pickle.dumps`` grows its buffer by copies), then
+    the out-of-band buffers (memoryviews: the stored batches of a read) themselves."""
     out = io.BytesIO()
-    out.write(b"\0\0\0\0")
-    pickler = pickle.Pickler(out, protocol=5)
+    out.write(bytes(8))
+    buffers: list[pickle.PickleBuffer] = []
+    pickler = pickle.Pickler(out, protocol=5, buffer_callback=buffers.append)
     pickler.dispatch_table = _TABLE
     pickler.dump(frame)
-    data = out.getbuffer()
-    _LENGTH.pack_into(data, 0, len(data) - 4)
-    del data
-    return out.getvalue()
+    pickled = out.tell() - 8
+    views = [b.raw() for b in buffers]
+    out.write(_LENGTH.pack(len(views)))
+    for view in views:
+        out.write(_LENGTH.pack(len(view)))
+    head = out.getbuffer()
+    _LENGTH.pack_into(head, 0, len(head) - 4 + sum(len(v) for v in views))
+    _LENGTH.pack_into(head, 4, pickled)
+    return [head, *views]
+
+
+def _decode(frame: memoryview) -> Any:
+    (pickled,) = _LENGTH.unpack_from(frame, 0)
+    at = 4 + pickled
+    (count,) = _LENGTH.unpack_from(frame, at)
+    sizes = struct.unpack_from(f">{count}I", frame, at + 4)
+    at += 4 + 4 * count
+    buffers = []
+    for size in sizes:
+        buffers.append(frame[at : at + size])
+        at += size
+    if at != len(frame):
+        raise LinkError(f"a frame of {len(frame)} bytes holding {at}")
+    return pickle.loads(frame[4 : 4 + pickled], buffers=buffers)
 
 
 class Reader:
@@ -60,7 +87,7 @@ class Reader:
         self._buffer = bytearray()
         self._max = max_frame_bytes
 
-    def feed(self, data: bytes) -> list[tuple[Any, ...]]:
+    def feed(self, data: bytes | bytearray | memoryview) -> list[tuple[Any, ...]]:
         self._buffer += data
         frames: list[tuple[Any, ...]] = []
         buf = self._buffer
@@ -73,7 +100,7 @@ class Reader:
                 break
             try:
                 with memoryview(buf) as view, view[at + 4 : at + 4 + size] as piece:
-                    frame = pickle.loads(piece)
+                    frame = _decode(piece)  # out-of-band buffers come back as bytes (copies)
             except Exception as exc:
                 raise LinkError(f"an unreadable frame: {exc}") from None
             if not isinstance(frame, tuple) or not frame:

@@ -6,10 +6,10 @@ The processes (supervisor, owner, workers) with real clients: test_workers_embed
 from __future__ import annotations
 
 import inspect
-import pickle
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -35,29 +35,46 @@ from gateway.model import (
 from .support import TOPIC, append, assert_intact, batch, create, read_all
 
 
+def whole(frame: Any) -> bytes:
+    return b"".join(wire.encode(frame))
+
+
 def test_frames_come_back_whole_byte_by_byte_and_with_views_as_bytes() -> None:
+    stored = bytearray(b"0123456789")
     frames = [(wire.REQUEST, 1, "read", Read(topic=TOPIC, partition=0, offset=3)),
-              (wire.RESULT, 1, memoryview(b"abcdef")[2:]), (wire.CANCEL, 7)]  # fmt: skip
-    data = b"".join(wire.encode(f) for f in frames)
-    whole = wire.Reader().feed(data)
+              (wire.RESULT, 1, [memoryview(stored)[2:6], b"in band", memoryview(stored)[7:]]),
+              (wire.RESULT, 2, memoryview(b"abcdef")[::2]),  # not contiguous: in the pickle
+              (wire.CANCEL, 7)]  # fmt: skip
+    # The stored views go out of band: a piece of their own each, not copied.
+    pieces = wire.encode(frames[1])
+    stored[2:3] = b"X"  # what the pieces show: the stored bytes themselves
+    assert [bytes(p) for p in pieces[1:]] == [b"X345", b"789"]
+    data = b"".join(whole(f) for f in frames)
+    every = wire.Reader().feed(data)
     reader = wire.Reader()
     one_by_one = [f for i in range(len(data)) for f in reader.feed(data[i : i + 1])]
-    assert whole == one_by_one
-    assert whole[0] == frames[0] and whole[2] == frames[2]
-    assert whole[1] == (wire.RESULT, 1, b"cdef")
+    assert every == one_by_one
+    assert every[0] == frames[0] and every[3] == frames[3]
+    assert every[1] == (wire.RESULT, 1, [b"X345", b"in band", b"789"])
+    assert type(every[1][2][0]) is bytes
+    assert every[2] == (wire.RESULT, 2, b"ace")
 
 
-_A_LIST = pickle.dumps(["a list"])
+def _cut_short(frame: bytes) -> bytes:
+    """The frame less its last byte, its size said to match: an out-of-band buffer runs short."""
+    size = int.from_bytes(frame[:4], "big") - 1
+    return size.to_bytes(4, "big") + frame[4:-1]
 
 
 @pytest.mark.parametrize(
     "bad",
     [
         (1 << 31).to_bytes(4, "big") + b"x",  # longer than any frame may be
-        (5).to_bytes(4, "big") + b"\x80\x05junk",  # not a pickle
-        len(_A_LIST).to_bytes(4, "big") + _A_LIST,  # a pickle, not a frame
+        (9).to_bytes(4, "big") + b"\x00\x00\x00\x05\x80\x05junk",  # not a pickle
+        whole(["a list"]),  # a pickle, not a frame
+        _cut_short(whole((wire.RESULT, 1, memoryview(b"xy")))),
     ],
-    ids=["too long", "not a pickle", "not a tuple"],
+    ids=["too long", "not a pickle", "not a tuple", "short buffer"],
 )
 def test_a_bad_frame_is_a_link_error(bad: bytes) -> None:
     with pytest.raises(wire.LinkError):
@@ -80,7 +97,7 @@ def test_every_gateway_error_crosses_the_link_as_itself(cls: type[GatewayError])
         if hasattr(error, name):
             value = getattr(error, name)
             setattr(error, name, "x" if isinstance(value, str) else 7)
-    [(_, _, back)] = wire.Reader().feed(wire.encode((wire.ERROR, 1, error)))
+    [(_, _, back)] = wire.Reader().feed(whole((wire.ERROR, 1, error)))
     assert type(back) is cls and back.message == "why it failed"
     assert vars(back) == vars(error)
 
