@@ -361,6 +361,20 @@ class Partition:
         return self.next_offset if isolation is Isolation.UNCOMMITTED else self.stable
 
     async def read(self, cmd: Read) -> ReadResult:
+        nxt = self.segments[-1].next_offset
+        if (
+            cmd.offset == nxt  # at the end (always in range): most of a wide Fetch's partitions
+            and cmd.max_wait_ms <= 0
+            and self._gone is None
+            and not self.txns.open
+        ):
+            await trio.lowlevel.checkpoint_if_cancelled()
+            return ReadResult(
+                batches=(),
+                high_watermark=nxt,
+                log_start_offset=max(self.segments[0].base_offset, min(self._start_floor, nxt)),
+                last_stable_offset=nxt,
+            )
         self.check_range(cmd.offset)
         waited = 0.0
         isolation = cmd.isolation
