@@ -170,18 +170,22 @@ class EmbeddedLink:
         if send is None:
             raise BackendUnavailable(self._down)
         rid = next(self._ids)
+        frame = wire.encode((wire.REQUEST, rid, method, argument))  # before anything waits
         waiter = self._pending[rid] = _Waiter()
         try:
-            send.send_nowait(wire.encode((wire.REQUEST, rid, method, argument)))
+            send.send_nowait(frame)
             await waiter.event.wait()
         except trio.Cancelled:
-            if self._pending.pop(rid, None) is not None and self._send is send:
+            # Not answered yet (the reader takes a waiter out as it answers it): the owner
+            # stops working on it (a long poll, mostly).
+            if rid in self._pending and self._send is send:
                 with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                     send.send_nowait(wire.encode((wire.CANCEL, rid)))
             raise
         except (trio.BrokenResourceError, trio.ClosedResourceError):
-            self._pending.pop(rid, None)
             raise BackendUnavailable(self._down) from None
+        finally:
+            self._pending.pop(rid, None)
         if waiter.error is not None:
             raise waiter.error
         return waiter.value

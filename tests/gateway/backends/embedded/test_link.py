@@ -6,6 +6,7 @@ The processes (supervisor, owner, workers) with real clients: test_workers_embed
 from __future__ import annotations
 
 import inspect
+import pickle
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -135,6 +136,9 @@ async def test_commands_results_and_errors_through_the_link(tmp_path: Path) -> N
             link = EmbeddedLink.from_url(f"embedded+owner:{sock}")
             async with running(link):
                 await link.ping()
+                with pytest.raises((pickle.PicklingError, AttributeError)):
+                    await link.stats(lambda: None)  # a bug of the caller's: not sent at all
+                assert not link._pending
                 await create(link)  # type: ignore[arg-type]
                 await append(link, batch(30))  # type: ignore[arg-type]
                 await append(link, batch(20, start=30))  # type: ignore[arg-type]
