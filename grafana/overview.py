@@ -228,8 +228,8 @@ def _process(board: Board) -> None:
     board.add(
         graph(
             "CPU",
-            "CPU seconds per second of each instance (under --workers: the supervisor and every"
-            " worker summed).",
+            "CPU seconds per second of each instance (under --workers: the supervisor, every"
+            " worker and, on the embedded store, its owner summed).",
             "percentunit",
             [
                 target(
@@ -243,7 +243,7 @@ def _process(board: Board) -> None:
     board.add(
         graph(
             "Resident memory and open files",
-            "RSS and open file descriptors of each instance (workers summed).",
+            "RSS and open file descriptors of each instance (workers and store owner summed).",
             "bytes",
             targets(
                 (
