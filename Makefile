@@ -132,7 +132,7 @@ check: $(TEST_STAMP) lint
 	HYPOTHESIS_PROFILE=dev $(BIN)/pytest $(PYTEST_ARGS) $(CHECK_TESTS)
 
 test: $(TEST_STAMP) older-clients apt-test lint
-	HYPOTHESIS_PROFILE=ci $(BIN)/pytest $(PYTEST_ARGS)
+	HYPOTHESIS_PROFILE=ci $(BIN)/pytest --durations=30 $(PYTEST_ARGS)
 
 bench: $(RUN_STAMP)
 	$(BIN)/streamgate bench embedded $(ARGS)

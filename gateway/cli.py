@@ -149,14 +149,6 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _login_and_gateway_args(parser: argparse.ArgumentParser, default_user: str) -> None:
     parser.add_argument("--username", default=default_user, help="user to log in as")
     parser.add_argument("--password", default=default_user, help="its password")
@@ -167,6 +159,7 @@ def _login_and_gateway_args(parser: argparse.ArgumentParser, default_user: str) 
 def _run(args: argparse.Namespace) -> int:
     from gateway.app import Running, run_until_signalled
     from gateway.logs import configure_logging
+    from gateway.store_owner import serve_store_owner
 
     overrides: dict[str, Any] = {key: getattr(args, key) for _, key, _ in _RUN_FLAGS
                                  if getattr(args, key) is not None}  # fmt: skip
@@ -178,12 +171,7 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     configure_logging(config.log.level, config.log.format)
     if config.store_socket:  # the store owner of --workers on the embedded backend
-        from gateway.store_owner import serve_store_owner
-
-        def said(path: str) -> None:
-            print(f"store listening on {path}", flush=True)
-
-        return _trio_run(serve_store_owner, config, said)
+        return _trio_run(serve_store_owner, config)
     if config.workers != 1:
         return _run_workers(config)
 
@@ -340,9 +328,8 @@ def _bench_kafka(args: argparse.Namespace) -> int:
             if args.tls:
                 certs_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="sg-tls-"))
                 tls = make_bench_tls(certs_dir)
-            # --workers share fixed ports: one free now (another process could take it first)
-            tls_port = _free_port() if args.workers > 1 else 0
-            child = _started(stack, args, "kafka", tls.run_args(tls_port) if tls else ())
+            run_args = tls.run_args(fixed=args.workers > 1) if tls is not None else []
+            child = _started(stack, args, "kafka", run_args)
             cpu = child.cpu_seconds
             endpoints.append(("plaintext", child.address, {}))
             if tls is not None:

@@ -26,7 +26,11 @@ from gateway.metrics import Metrics
 log = structlog.get_logger("streamgate.store")
 
 
-async def serve_store_owner(config: Config, announce: Callable[[str], None]) -> None:
+def _announce(path: str) -> None:
+    print(f"store listening on {path}", flush=True)  # the supervisor waits for this line
+
+
+async def serve_store_owner(config: Config, announce: Callable[[str], None] = _announce) -> None:
     backend = build_backend(config)
     if not isinstance(backend, EmbeddedBackend):
         raise ConfigError("store_socket is for the embedded backend only")

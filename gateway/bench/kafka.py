@@ -19,6 +19,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -197,9 +198,15 @@ class BenchTls:
     cert_file: str
     key_file: str
 
-    def run_args(self, port: int = 0) -> list[str]:
-        """``streamgate run`` arguments: the Kafka listener's TLS beside its plaintext port
-        (``port``: 0 picks one; ``--workers`` needs it fixed)."""
+    def run_args(self, *, fixed: bool = False) -> list[str]:
+        """``streamgate run`` arguments: the Kafka listener's TLS beside its plaintext port, on
+        a port the gateway picks, or (``fixed``, as ``--workers`` needs) one free now (another
+        process could take it first)."""
+        port = 0
+        if fixed:
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                port = probe.getsockname()[1]
         sets = {
             "listeners.kafka.tls.enabled": "true",
             "listeners.kafka.tls.port": str(port),

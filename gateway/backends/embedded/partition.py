@@ -49,7 +49,7 @@ from .batch_format import (
 from .faults import storage_error
 from .files import read_json, write_json
 from .fsync import GroupCommit
-from .partition_read import has_bytes, read_batches, wait_for, wait_past_skipped
+from .partition_read import has_bytes, read_at_end, read_batches, wait_for, wait_past_skipped
 from .producers import Producers
 from .scan import Damage
 from .segment import NO_TIMESTAMP, Segment
@@ -361,20 +361,9 @@ class Partition:
         return self.next_offset if isolation is Isolation.UNCOMMITTED else self.stable
 
     async def read(self, cmd: Read) -> ReadResult:
-        nxt = self.segments[-1].next_offset
-        if (
-            cmd.offset == nxt  # at the end (always in range): most of a wide Fetch's partitions
-            and cmd.max_wait_ms <= 0
-            and self._gone is None
-            and not self.txns.open
-        ):
+        if (at_end := read_at_end(self, cmd)) is not None:
             await trio.lowlevel.checkpoint_if_cancelled()
-            return ReadResult(
-                batches=(),
-                high_watermark=nxt,
-                log_start_offset=max(self.segments[0].base_offset, min(self._start_floor, nxt)),
-                last_stable_offset=nxt,
-            )
+            return at_end
         self.check_range(cmd.offset)
         waited = 0.0
         isolation = cmd.isolation

@@ -9,7 +9,7 @@ from typing import Protocol
 
 import trio
 
-from gateway.model import Isolation, MessageBatch, Read, WireBatch
+from gateway.model import Isolation, MessageBatch, Read, ReadResult, WireBatch
 
 from .batch_format import STORED_FORMATS
 from .segment import Segment
@@ -33,6 +33,18 @@ class Partition(Protocol):
     def visible(self, isolation: Isolation) -> int: ...
     def check_open(self) -> None: ...
     def check_range(self, offset: int) -> None: ...
+
+
+def read_at_end(part: Partition, cmd: Read) -> ReadResult | None:
+    """The answer to a read at the end of the partition that does not wait (most partitions of
+    a wide Fetch), without range checks, transaction or batch lookups; None for any other."""
+    nxt = part.segments[-1].next_offset
+    if cmd.offset != nxt or cmd.max_wait_ms > 0 or part.txns.open:
+        return None
+    part.check_open()  # (the end is always in range)
+    return ReadResult(
+        batches=(), high_watermark=nxt, log_start_offset=part.log_start, last_stable_offset=nxt
+    )
 
 
 def has_bytes(
