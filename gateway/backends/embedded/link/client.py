@@ -51,6 +51,9 @@ class _Waiter:
 
 
 def _forward(method: str) -> Any:
+    if method not in wire.METHODS:  # the owner would refuse it
+        raise ImportError(f"{method} is not in the store link's table")
+
     async def call(self: EmbeddedLink, cmd: Any) -> Any:
         return await self._call(method, cmd)
 
@@ -151,18 +154,16 @@ class EmbeddedLink:
             if not data:
                 return
             for frame in reader.feed(data):
-                waiter = self._pending.pop(frame[1], None)
+                kind, rid, value = wire.from_owner(frame)
+                waiter = self._pending.pop(rid, None)
                 if waiter is None:
                     continue  # cancelled meanwhile
-                if frame[0] == wire.RESULT:
-                    waiter.value = frame[2]
-                elif frame[0] == wire.ERROR:
-                    error = frame[2]
-                    waiter.error = (
-                        error if isinstance(error, GatewayError) else GatewayError(str(error))
-                    )
+                if kind == wire.RESULT:
+                    waiter.value = value
                 else:
-                    raise wire.LinkError(f"an unknown answer {frame[0]!r}")
+                    waiter.error = (
+                        value if isinstance(value, GatewayError) else GatewayError(str(value))
+                    )
                 waiter.event.set()
 
     async def _call(self, method: str, argument: Any) -> Any:
@@ -223,5 +224,8 @@ class EmbeddedLink:
     commit_transaction_offsets = _forward("commit_transaction_offsets")
     end_transaction = _forward("end_transaction")
 
+
+if _unforwarded := wire.METHODS - set(dir(EmbeddedLink)):  # the table, both ways
+    raise ImportError(f"the store link forwards none of {sorted(_unforwarded)}")
 
 __all__ = ["SCHEME", "EmbeddedLink"]

@@ -21,16 +21,6 @@ from .writer import widen, write_frames
 
 log = structlog.get_logger("streamgate.store")
 
-# What a worker may call: the embedded backend's commands and the two that are not commands.
-METHODS: Final = frozenset({
-    "ping", "record_listeners",
-    "create_stream", "delete_stream", "update_stream", "purge_stream", "list_streams",
-    "create_topic", "delete_topic", "list_topics", "describe_topic", "update_topic",
-    "create_partitions", "delete_partitions", "purge_topic", "delete_records",
-    "append", "read", "await_data", "list_offsets",
-    "commit_offset", "fetch_offset", "delete_offset", "stats",
-    "init_transaction", "add_to_transaction", "commit_transaction_offsets", "end_transaction",
-})  # fmt: skip
 _QUEUE: Final = 1024  # answers waiting for the writer, per connection
 _RECEIVE_BYTES: Final = 1 << 20
 
@@ -90,17 +80,15 @@ async def _serve_requests(backend: Any, stream: trio.SocketStream) -> None:
                 if not data:
                     break
                 for frame in reader.feed(data):
-                    kind, rid = frame[0], frame[1]
+                    kind, rid, method, argument = wire.from_worker(frame)
                     if kind == wire.CANCEL:
                         if (scope := scopes.get(rid)) is not None:
                             scope.cancel()
                         continue
-                    if kind != wire.REQUEST or frame[2] not in METHODS:
-                        raise wire.LinkError(f"an unknown request {kind!r} {frame[2:3]!r}")
                     scope = trio.CancelScope()
                     scopes[rid] = scope
-                    call = getattr(backend, frame[2])
-                    nursery.start_soon(_answer, call, frame[3], rid, scope, scopes, send)
+                    call = getattr(backend, method)
+                    nursery.start_soon(_answer, call, argument, rid, scope, scopes, send)
             nursery.cancel_scope.cancel()  # the worker went: what it asked for is not wanted
     except* (wire.LinkError, trio.BrokenResourceError, trio.ClosedResourceError) as group:
         log.warning("store link closed", why=str(group.exceptions[0]))
@@ -129,4 +117,4 @@ async def _answer(
         scopes.pop(rid, None)
 
 
-__all__ = ["METHODS", "Clients", "serve_store"]
+__all__ = ["Clients", "serve_store"]

@@ -25,6 +25,18 @@ CANCEL: Final = 2
 RESULT: Final = 3
 ERROR: Final = 4
 
+# What a worker may ask for: the embedded backend's commands and the two that are not commands.
+# The one table: the owner serves these, and the workers' backend forwards each of them.
+METHODS: Final = frozenset({
+    "ping", "record_listeners",
+    "create_stream", "delete_stream", "update_stream", "purge_stream", "list_streams",
+    "create_topic", "delete_topic", "list_topics", "describe_topic", "update_topic",
+    "create_partitions", "delete_partitions", "purge_topic", "delete_records",
+    "append", "read", "await_data", "list_offsets",
+    "commit_offset", "fetch_offset", "delete_offset", "stats",
+    "init_transaction", "add_to_transaction", "commit_transaction_offsets", "end_transaction",
+})  # fmt: skip
+
 MAX_FRAME_BYTES: Final = 1 << 30  # far above any answer (a Fetch is capped at its byte budget)
 _LENGTH = struct.Struct(">I")
 
@@ -80,6 +92,34 @@ def _decode(frame: memoryview) -> Any:
     return pickle.loads(frame[4 : 4 + pickled], buffers=buffers)
 
 
+def _shape(frame: tuple[Any, ...]) -> str:
+    """What a frame holds, said without its contents (which may be a megabyte of data)."""
+    return "(" + ", ".join(type(item).__name__ for item in frame[:5]) + ")"
+
+
+def from_worker(frame: tuple[Any, ...]) -> tuple[int, int, str, Any]:
+    """``(kind, id, method, argument)`` of a frame a worker sent (``method`` and ``argument``
+    are ``""`` and None for a CANCEL); a frame of any other shape is a LinkError."""
+    match frame:
+        case (1, int() as rid, str() as method, argument) if method in METHODS:
+            return REQUEST, rid, method, argument
+        case (2, int() as rid):
+            return CANCEL, rid, "", None
+    method = frame[2] if len(frame) > 2 and isinstance(frame[2], str) else ""
+    raise LinkError(f"an unknown request {_shape(frame)} {method[:64]!r}")
+
+
+def from_owner(frame: tuple[Any, ...]) -> tuple[int, int, Any]:
+    """``(kind, id, value)`` of a frame the owner sent (a result or an error); a frame of any
+    other shape is a LinkError."""
+    match frame:
+        case (3, int() as rid, value):
+            return RESULT, rid, value
+        case (4, int() as rid, error):
+            return ERROR, rid, error
+    raise LinkError(f"an unknown answer {_shape(frame)}")
+
+
 class Reader:
     """Frames out of the bytes received so far."""
 
@@ -116,9 +156,12 @@ __all__ = [
     "CANCEL",
     "ERROR",
     "MAX_FRAME_BYTES",
+    "METHODS",
     "REQUEST",
     "RESULT",
     "LinkError",
     "Reader",
     "encode",
+    "from_owner",
+    "from_worker",
 ]

@@ -82,6 +82,49 @@ def test_a_bad_frame_is_a_link_error(bad: bytes) -> None:
         wire.Reader().feed(bad)
 
 
+@pytest.mark.parametrize(
+    "frame",
+    [
+        (wire.REQUEST,),
+        (wire.REQUEST, 1),
+        (wire.REQUEST, 1, "ping"),  # no argument
+        (wire.REQUEST, 1, "ping", None, "more"),
+        (wire.REQUEST, "1", "ping", None),  # an id that is not an int
+        (wire.REQUEST, 1, "close", None),  # not in the table: no method of the store's
+        (wire.REQUEST, 1, b"ping", None),
+        (wire.CANCEL,),
+        (wire.CANCEL, 1, 2),
+        (wire.RESULT, 1, None),  # an answer, from a worker
+        (99, 1, "ping", None),
+    ],
+    ids=repr,
+)
+def test_a_worker_frame_of_another_shape_is_a_link_error(frame: tuple[Any, ...]) -> None:
+    [back] = wire.Reader().feed(whole(frame))
+    with pytest.raises(wire.LinkError, match="an unknown request"):
+        wire.from_worker(back)
+
+
+def test_the_worker_frames_the_owner_reads() -> None:
+    assert wire.from_worker((wire.REQUEST, 7, "read", "x")) == (wire.REQUEST, 7, "read", "x")
+    assert wire.from_worker((wire.CANCEL, 7)) == (wire.CANCEL, 7, "", None)
+    # What is said of a bad frame is its shape, not its contents.
+    with pytest.raises(wire.LinkError) as bad:
+        wire.from_worker((wire.REQUEST, 1, "nope", b"secret" * 1000))
+    assert "secret" not in str(bad.value) and "bytes" in str(bad.value)
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [(wire.RESULT,), (wire.RESULT, 1), (wire.ERROR, 1, "x", "y"), (wire.REQUEST, 1, "ping", None)],
+    ids=repr,
+)
+def test_an_owner_frame_of_another_shape_is_a_link_error(frame: tuple[Any, ...]) -> None:
+    with pytest.raises(wire.LinkError, match="an unknown answer"):
+        wire.from_owner(frame)
+    assert wire.from_owner((wire.RESULT, 3, b"v")) == (wire.RESULT, 3, b"v")
+
+
 def _errors() -> list[type[GatewayError]]:
     return sorted(
         {c for _, c in inspect.getmembers(model, inspect.isclass) if issubclass(c, GatewayError)},
@@ -154,6 +197,22 @@ async def test_commands_results_and_errors_through_the_link(tmp_path: Path) -> N
                 assert (out.value.log_start, out.value.log_end) == (0, 50)
                 with pytest.raises(UnknownTopic):
                     await link.read(Read(topic=Topic("s", "nope"), partition=0, offset=0))
+
+
+async def test_a_bad_frame_closes_its_own_link_and_the_owner_serves_on(tmp_path: Path) -> None:
+    sock = tmp_path / "store.sock"
+    with trio.fail_after(20):
+        async with served(tmp_path / "data", sock):
+            link = EmbeddedLink.from_url(f"embedded+owner:{sock}")
+            async with running(link):
+                await create(link)  # type: ignore[arg-type]
+                for bad in [(wire.REQUEST, 1), (wire.CANCEL,), (wire.REQUEST, 1, "close", None)]:
+                    raw = await trio.open_unix_socket(str(sock))
+                    async with raw:
+                        await raw.send_all(whole(bad))
+                        assert await raw.receive_some(1024) == b""  # closed, nothing answered
+                await append(link, batch(3))  # type: ignore[arg-type]
+                assert len(await read_all(link)) == 3  # type: ignore[arg-type]
 
 
 async def test_a_cancelled_long_poll_is_cancelled_in_the_owner_too(tmp_path: Path) -> None:
