@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 from hypothesis import settings
 from prometheus_client import CollectorRegistry
+from xdist.scheduler import LoadFileScheduling
 
 from gateway.app import Running, serve_gateway
 from gateway.config import Config, load
@@ -56,3 +58,21 @@ async def start_gateway(nursery: trio.Nursery, config: Config) -> Running:
 @pytest.fixture
 async def gateway(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[Running]:
     yield await start_gateway(nursery, gateway_config(tmp_path / "data"))
+
+
+class _FilesAndThePipeline(LoadFileScheduling):  # type: ignore[misc]
+    """``--dist loadfile`` (what `make test` runs, on two pytest-xdist workers): a test file
+    is a unit, except the pipeline's tests, which are all one: they run one after another on one
+    worker, which starts one SparkSession for them (tests/pipeline/conftest.py). Scattered among
+    other files over both workers, a worker's session was found stopped under later pipeline
+    tests."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        path = nodeid.split("::", 1)[0]
+        return "tests/pipeline" if path.startswith("tests/pipeline/") else path
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadFileScheduling | None:
+    if config.getvalue("dist") != "loadfile":
+        return None  # what was asked for
+    return _FilesAndThePipeline(config, log)
