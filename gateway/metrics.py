@@ -27,6 +27,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from gateway import __version__
+from gateway.histograms import histogram
 from gateway.model import COMMAND_NAMES, ERROR_TYPES, STORAGE_ERROR_KINDS, Topic
 
 # 50 µs .. 30 s: sub-millisecond resolution at the low end, where an embedded append lives.
@@ -65,28 +66,28 @@ class Metrics:
             # (this process's; under --workers the supervisor serves every worker's instead:
             # WorkerProcesses).
             ProcessCollector(registry=r)
-        self.command_duration = Histogram(
+        self.command_duration = histogram(
             "streamgate_command_duration_seconds",
             "Time to execute one canonical command, long-poll waiting excluded.",
             ["protocol", "command", "wire_command", "backend", "outcome", "error_type"],
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
-        self.long_poll_wait = Histogram(
+        self.long_poll_wait = histogram(
             "streamgate_long_poll_wait_seconds",
             "Time reads spent waiting for data (excluded from command_duration).",
             ["protocol", "backend"],
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
-        self.backend_request_duration = Histogram(
+        self.backend_request_duration = histogram(
             "streamgate_backend_request_duration_seconds",
             "Time the backend took for one command.",
             ["backend", "command", "outcome"],
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
-        self.gateway_overhead = Histogram(
+        self.gateway_overhead = histogram(
             "streamgate_gateway_overhead_seconds",
             "Per wire request: time spent in the gateway outside the backend (decode, translate,"
             " encode).",

@@ -35,9 +35,10 @@ from typing import Any, cast
 
 import structlog
 import trio
-from prometheus_client import Gauge, Histogram
+from prometheus_client import Gauge
 
 from gateway.access_log import AccessLog, Client
+from gateway.histograms import Observer
 from gateway.metrics import Metrics
 from gateway.router import RequestContext
 from gateway.tls import TlsError, looks_like_client_hello
@@ -135,9 +136,9 @@ class RequestMeters:
         self.access_log = access_log
         self.inflight: Gauge = metrics.inflight_requests.labels(protocol)
         self._overhead = metrics.gateway_overhead
-        self._overhead_by_command: dict[str, Histogram] = {}
+        self._overhead_by_command: dict[str, Observer] = {}
 
-    def overhead(self, wire_command: str) -> Histogram:
+    def overhead(self, wire_command: str) -> Observer:
         child = self._overhead_by_command.get(wire_command)
         if child is None:
             child = self._overhead_by_command[wire_command] = self._overhead.labels(

@@ -128,6 +128,12 @@ async def test_two_workers_share_the_port_and_sum_their_metrics(
                 lambda: metric(admin, "streamgate_messages_in_total", protocol="kafka")
             )
             assert stored == 50
+            # The per-command histograms too (prometheus_client's own under --workers).
+            for timed in ("command_duration", "backend_request_duration", "gateway_overhead"):
+                count = await trio.to_thread.run_sync(
+                    functools.partial(metric, admin, f"streamgate_{timed}_seconds_count")
+                )
+                assert count > 0, timed
             # process_* of the supervisor and of each worker, the workers' trio gauges summed,
             # and no _created series.
             for worker in ("supervisor", "0", "1"):
