@@ -122,13 +122,24 @@ class ArrayOf:
     min_size: ClassVar[int] = 4
 
     def encode(self, value: tuple[Any, ...], /) -> bytes:
+        item = self.item
+        if type(item) is _Int:  # a PublishConfirm's ids: one struct call, not one per id
+            try:
+                return struct.pack(f">i{len(value)}{item.fmt.format[1:]}", len(value), *value)
+            except struct.error:
+                pass  # said below, item by item, as any other kind says it
         parts = [pack(_I32_FMT, len(value), "array count")]
-        parts.extend(self.item.encode(v) for v in value)
+        parts.extend(item.encode(v) for v in value)
         return b"".join(parts)
 
     def decode(self, reader: Reader, /) -> tuple[Any, ...]:
-        n = reader.count("array", self.item.min_size)
-        return tuple(self.item.decode(reader) for _ in range(n))
+        item = self.item
+        n = reader.count("array", item.min_size)
+        if type(item) is _Int:  # count() checked that n of them fit what is left
+            return struct.unpack(
+                f">{n}{item.fmt.format[1:]}", reader.take(n * item.min_size, "array")
+            )
+        return tuple(item.decode(reader) for _ in range(n))
 
 
 @dataclass(frozen=True, slots=True)
