@@ -37,6 +37,11 @@ class Labelled(Protocol):
     def labels(self, *values: str) -> Observer: ...
 
 
+def multiprocess() -> bool:
+    """Whether this process writes its metrics to a shared directory (a worker of --workers)."""
+    return "PROMETHEUS_MULTIPROC_DIR" in os.environ or "prometheus_multiproc_dir" in os.environ
+
+
 def histogram(
     name: str,
     documentation: str,
@@ -47,7 +52,7 @@ def histogram(
 ) -> Labelled:
     """A histogram of the hot path: ``Histogram``, or prometheus_client's own in multiprocess
     mode (``--workers``), which the supervisor's directory collects."""
-    if "PROMETHEUS_MULTIPROC_DIR" in os.environ or "prometheus_multiproc_dir" in os.environ:
+    if multiprocess():
         return ClientHistogram(name, documentation, labelnames, buckets=buckets, registry=registry)
     return Histogram(name, documentation, labelnames, buckets=buckets, registry=registry)
 
@@ -113,4 +118,4 @@ class Histogram(Collector):
         yield family
 
 
-__all__ = ["Histogram", "HistogramChild", "Labelled", "Observer", "histogram"]
+__all__ = ["Histogram", "HistogramChild", "Labelled", "Observer", "histogram", "multiprocess"]

@@ -6,7 +6,6 @@ polls ``/readyz``).
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Protocol, TypeVar
@@ -14,6 +13,7 @@ from typing import Protocol, TypeVar
 import structlog
 import trio
 
+from gateway.histograms import multiprocess
 from gateway.metrics import Metrics, group_matches, topic_matches
 from gateway.model import (
     Command,
@@ -129,7 +129,7 @@ class LagSampler:
             gauge.labels(*labels).set(lag)
             shown.add(labels)
         for gone in self._shown - shown:
-            if _multiprocess():
+            if multiprocess():
                 # prometheus_client cannot remove a series from the workers' shared files
                 # (--workers): nothing left to read, until the worker restarts.
                 gauge.labels(*gone).set(0)
@@ -137,10 +137,6 @@ class LagSampler:
             else:
                 gauge.remove(*gone)
         self._shown = shown
-
-
-def _multiprocess() -> bool:
-    return "PROMETHEUS_MULTIPROC_DIR" in os.environ or "prometheus_multiproc_dir" in os.environ
 
 
 async def _lag(querier: Querier, group: str, info: TopicInfo) -> int | None:
