@@ -53,6 +53,7 @@ from .frames_consume import (
     SubscribeResponse,
     Unsubscribe,
     UnsubscribeResponse,
+    deliver_frame,
 )
 from .frames_publish import (
     DeclarePublisher,
@@ -175,5 +176,6 @@ __all__ = [
     "Tune",
     "Unsubscribe",
     "UnsubscribeResponse",
+    "deliver_frame",
     "publish_frames",
 ]

@@ -35,13 +35,13 @@ __all__ = [
     "SubEntryBatch",
     "TrackingRecord",
     "TrackingType",
+    "chunk_header",
     "count_entries",
     "decode_chunk",
     "decode_entries",
     "decode_entry",
     "decode_tracking",
     "encode_chunk",
-    "encode_chunk_body",
     "encode_entry",
     "encode_tracking",
     "iter_records",
@@ -373,18 +373,13 @@ def encode_chunk(
     trailer: bytes | None = None,
 ) -> bytes:
     """Header + entries (+ ``trailer`` if given; its length then sets ``trailer_length``)."""
-    return encode_chunk_body(
-        b"".join(encode_entry(e) for e in entries),
-        entries=len(entries),
-        records=_record_count(entries),
-        chunk_id=chunk_id,
-        timestamp_ms=timestamp_ms,
-        epoch=epoch,
-        chunk_type=chunk_type,
-        trailer_length=trailer_length,
-        bloom_size=bloom_size,
-        trailer=trailer,
-    )
+    body = b"".join(encode_entry(e) for e in entries)
+    header = chunk_header(
+        (body,), entries=len(entries), records=_record_count(entries), chunk_id=chunk_id,
+        timestamp_ms=timestamp_ms, epoch=epoch, chunk_type=chunk_type,
+        trailer_length=trailer_length if trailer is None else len(trailer), bloom_size=bloom_size,
+    )  # fmt: skip
+    return header + body + (trailer or b"")
 
 
 def count_entries(body: bytes | memoryview) -> tuple[int, int]:
@@ -413,8 +408,8 @@ def count_entries(body: bytes | memoryview) -> tuple[int, int]:
     return entries, records
 
 
-def encode_chunk_body(
-    body: bytes,
+def chunk_header(
+    body: Sequence[bytes],
     *,
     entries: int,
     records: int,
@@ -424,29 +419,21 @@ def encode_chunk_body(
     chunk_type: ChunkType | int = ChunkType.USER,
     trailer_length: int = 0,
     bloom_size: int = 0,
-    trailer: bytes | None = None,
 ) -> bytes:
-    """A chunk of already encoded entries (``entries`` of them, ``records`` records)."""
-    if trailer is not None:
-        trailer_length = len(trailer)
+    """The header of a chunk whose data section is the pieces of ``body`` one after another
+    (their CRC and length, without joining them: a Deliver sends them as they are)."""
+    crc = 0
+    size = 0
+    for piece in body:
+        crc = zlib.crc32(piece, crc)
+        size += len(piece)
     try:
-        header = _HEADER.pack(
-            MAGIC_VERSION,
-            chunk_type,
-            entries,
-            records,
-            timestamp_ms,
-            epoch,
-            chunk_id,
-            zlib.crc32(body),
-            len(body),
-            trailer_length,
-            bloom_size,
-            b"\0\0\0",
-        )
+        return _HEADER.pack(
+            MAGIC_VERSION, chunk_type, entries, records, timestamp_ms, epoch, chunk_id, crc, size,
+            trailer_length, bloom_size, b"\0\0\0",
+        )  # fmt: skip
     except struct.error as exc:
         raise LocalProtocolError(f"chunk header: {exc}") from None
-    return header + body + (trailer or b"")
 
 
 def reencode_chunk(chunk: Chunk) -> bytes:

@@ -6,8 +6,12 @@ Deliver carries its Osiris chunk (§6) as opaque bytes; ``chunk.py`` decodes it.
 
 from __future__ import annotations
 
+import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
+
+from protocols._wire import Gather, LocalProtocolError
 
 from .codes import Key
 from .frame import CodeResponse, Frame, Request
@@ -43,6 +47,7 @@ __all__ = [
     "SubscribeResponse",
     "Unsubscribe",
     "UnsubscribeResponse",
+    "deliver_frame",
 ]
 
 
@@ -89,6 +94,28 @@ class Deliver(Frame):
         committed = U64.decode(reader) if version == 2 else None
         chunk = reader.take(reader.remaining, "chunk")
         return cls(subscription_id=subscription_id, chunk=chunk, committed_chunk_id=committed)
+
+
+_DELIVER_V1 = struct.Struct(">IHHB")  # size, key, version, subscription id
+_DELIVER_V2 = struct.Struct(">IHHBQ")  # ... and the committed chunk id
+
+
+def deliver_frame(
+    subscription_id: int, chunk: Sequence[bytes], committed_chunk_id: int | None = None
+) -> Gather:
+    """A whole Deliver frame (size prefix included) of a chunk in pieces (header, then stored
+    entries), gathered: the pieces go out as they are, not copied into a frame. The bytes
+    ``encode_frame(Deliver(...))`` writes for the joined chunk; v2 with a committed chunk id."""
+    size = sum(map(len, chunk))
+    try:
+        if committed_chunk_id is None:
+            head = _DELIVER_V1.pack(_DELIVER_V1.size - 4 + size, Key.DELIVER, 1, subscription_id)
+        else:
+            head = _DELIVER_V2.pack(_DELIVER_V2.size - 4 + size, Key.DELIVER, 2, subscription_id,
+                                    committed_chunk_id)  # fmt: skip
+    except struct.error as exc:
+        raise LocalProtocolError(f"Deliver: {exc}") from None
+    return Gather((head, *chunk), len(head) + size)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

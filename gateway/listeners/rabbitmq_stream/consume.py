@@ -249,13 +249,9 @@ async def _deliver(sub: Subscription, offset: int) -> None:
             # the offsets ends a chunk: on a RabbitMQ backend each stored chunk is one).
             while chunk is not None:
                 sub.credit -= 1
-                await s.send(
-                    rs.Deliver(
-                        subscription_id=sub.id,
-                        chunk=chunk.data,
-                        committed_chunk_id=chunk.chunk_id if s.deliver_v2 else None,
-                    )
-                )
+                # gathered: the stored entries go out without a copy into the frame
+                committed = chunk.chunk_id if s.deliver_v2 else None
+                await s.conn.send(rs.deliver_frame(sub.id, chunk.pieces, committed))
                 offset = read_at = chunk.chunk_id + chunk.records
                 batches = tuple(b for b in batches if b.base_offset + len(b) > offset)
                 if sub.credit <= 0 or not batches:

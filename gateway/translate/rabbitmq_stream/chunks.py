@@ -30,9 +30,9 @@ from protocols._wire import RemoteProtocolError
 from protocols.rabbitmq_stream.chunk import (
     Entry,
     SimpleEntry,
+    chunk_header,
     count_entries,
     encode_chunk,
-    encode_chunk_body,
 )
 
 __all__ = [
@@ -58,9 +58,14 @@ MAX_CHUNK_ENTRIES: Final = 0xFFFF  # a chunk header's entry count is a uint16 (Â
 
 
 class DeliverChunk(NamedTuple):
-    data: bytes  # the Osiris chunk (header + entries) a Deliver carries
+    pieces: tuple[bytes, ...]  # the Osiris chunk (header + entries) a Deliver carries, in pieces
     chunk_id: int  # offset of its first record
     records: int  # the next offset to read is chunk_id + records
+
+    @property
+    def data(self) -> bytes:
+        """The chunk in one piece."""
+        return b"".join(self.pieces)
 
 
 def _entries_of(batch: MessageBatch, start: int, lossy: Lossy) -> Iterable[tuple[int, Entry, int]]:
@@ -123,12 +128,13 @@ def _whole_stored(
         notes = batch_notes if notes is None else notes.merged(batch_notes)
     if not parts or notes is None:
         return None
-    data = encode_chunk_body(
-        b"".join(parts), entries=entries, records=expected - chunk_id, chunk_id=chunk_id,
+    header = chunk_header(
+        parts, entries=entries, records=expected - chunk_id, chunk_id=chunk_id,
         timestamp_ms=timestamp_us // 1000, epoch=epoch, trailer_length=notes.trailer_length,
         bloom_size=notes.bloom_size,
     )  # fmt: skip
-    return DeliverChunk(data, chunk_id, expected - chunk_id)
+    # the stored entries go out as they are: no copy into one chunk (the Deliver is gathered)
+    return DeliverChunk((header, *parts), chunk_id, expected - chunk_id)
 
 
 def _accepted(batches: tuple[MessageBatch, ...], only: Filter) -> tuple[MessageBatch, ...]:
@@ -195,4 +201,4 @@ def chunk_for(
         entries, chunk_id=first, timestamp_ms=timestamp_us // 1000, epoch=epoch,
         trailer_length=notes.trailer_length, bloom_size=notes.bloom_size,
     )  # fmt: skip
-    return DeliverChunk(data, first, expected - first)
+    return DeliverChunk((data,), first, expected - first)

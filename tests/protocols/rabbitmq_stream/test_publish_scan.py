@@ -22,10 +22,10 @@ from protocols.rabbitmq_stream.chunk import (
     Entry,
     SimpleEntry,
     SubEntryBatch,
+    chunk_header,
     count_entries,
     decode_chunk,
     encode_chunk,
-    encode_chunk_body,
     encode_entry,
 )
 from tests.protocols.rabbitmq_stream.support import client, decode_one
@@ -89,7 +89,8 @@ def test_count_entries_reads_lengths_only() -> None:
 def test_a_chunk_of_encoded_entries_is_the_chunk_of_the_entries() -> None:
     entries: list[Entry] = [SimpleEntry(b"x"), SubEntryBatch.build([b"a", b"b"], Compression.NONE)]
     body = b"".join(encode_entry(e) for e in entries)
-    built = encode_chunk_body(body, entries=2, records=3, chunk_id=40, timestamp_ms=123)
+    pieces = (body[:3], body[3:])  # a header over the pieces of a body, not joined
+    built = chunk_header(pieces, entries=2, records=3, chunk_id=40, timestamp_ms=123) + body
     assert built == encode_chunk(entries, chunk_id=40, timestamp_ms=123)
     chunk = decode_chunk(built)
     assert (chunk.chunk_id, chunk.num_records, chunk.entries) == (40, 3, tuple(entries))
