@@ -12,6 +12,7 @@ import structlog
 import trio
 from prometheus_client import CollectorRegistry
 
+from gateway import runtime_gc
 from gateway.access_log import AccessLog
 from gateway.admin_http import Health, serve_admin
 from gateway.authorization import (
@@ -331,6 +332,7 @@ async def serve_gateway(
                            for i in running.listeners},
                 admin=None if running.admin is None else f"{running.admin[0]}:{running.admin[1]}",
             )  # fmt: skip
+            runtime_gc.settle()
             task_status.started(running)
         # Every listener has drained (or was cancelled): stop the admin server and the backend.
         outer.cancel_scope.cancel()
