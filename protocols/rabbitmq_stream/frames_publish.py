@@ -139,13 +139,20 @@ class SimpleEntries(Sequence[PublishedMessage]):
         return f"SimpleEntries({len(self)} entries, {len(self.stored)} bytes)"
 
 
+_VIEW_FROM: Final = 512  # average bytes per entry from which _scan_simple cuts views
+
+
 def _scan_simple(reader: Reader, n: int) -> SimpleEntries | None:
     """The ``n`` items at the reader as SimpleEntries, or None (nothing consumed) when one of
     them is a sub-batch."""
     data, pos, end = reader.data, reader.pos, reader.end
+    # Entries are cut out as views, joined once: a bytes slice above 512 bytes is a malloc and a
+    # copy of its own (0.6 us an entry of 1 KiB here, against 0.09 for a view); below, a
+    # slice of the bytes is the cheaper of the two.
+    source = memoryview(data) if end - pos > _VIEW_FROM * n else data
     ids: list[int] = []
     starts: list[int] = []
-    parts: list[bytes] = []
+    parts: list[bytes | memoryview] = []
     stored = 0
     for _ in range(n):
         if end - pos < 12:
@@ -158,7 +165,7 @@ def _scan_simple(reader: Reader, n: int) -> SimpleEntries | None:
             malformed(f"entry of {size} bytes, {end - pos - 12} left")
         ids.append(publishing_id)
         starts.append(stored)
-        parts.append(data[pos + 8 : after])
+        parts.append(source[pos + 8 : after])
         stored += after - pos - 8
         pos = after
     reader.pos = pos

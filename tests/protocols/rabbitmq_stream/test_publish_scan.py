@@ -52,6 +52,20 @@ def test_simple_entries_are_scanned_once_and_behave_as_the_tuple() -> None:
     assert client().send(got) == wire  # re-encodes byte for byte
 
 
+@pytest.mark.parametrize("size", [0, 100, 511, 512, 513, 1024, 20_000])
+def test_entries_of_every_size_are_scanned_as_sent(size: int) -> None:
+    """Entries are cut as slices of the bytes below an average of 512 bytes, as views above:
+    the same stored entries either way, whole or in one of a few sizes."""
+    messages = tuple(
+        PublishedMessage(publishing_id=i, data=bytes([i]) * (size + i % 3)) for i in range(1, 40)
+    )
+    got = decode_one(client().send(Publish(publisher_id=3, messages=messages)))
+    assert isinstance(got, Publish) and isinstance(got.messages, SimpleEntries)
+    assert type(got.messages.stored) is bytes
+    assert got.messages.stored == b"".join(encode_entry(SimpleEntry(m.data)) for m in messages)
+    assert tuple(got.messages) == messages
+
+
 def test_a_sub_batch_falls_back_to_entry_objects() -> None:
     sub = PublishedSubBatch(publishing_id=8, compression=0, record_count=1,
                             uncompressed_length=5, data=b"\0\0\0\x01x")  # fmt: skip
