@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import cramjam
+from isal.isal_zlib import crc32
 
 from protocols._wire import U32_BE, LocalProtocolError, RemoteProtocolError
 
@@ -323,8 +324,8 @@ def read_chunk(
     if rest not in (0, trailer):
         raise RemoteProtocolError(f"{rest} bytes after the chunk data (trailer is {trailer})")
     body = view[HEADER_SIZE:body_end]
-    if verify_crc and zlib.crc32(body) != crc:
-        raise RemoteProtocolError(f"chunk {chunk_id}: CRC 0x{zlib.crc32(body):08x} != 0x{crc:08x}")
+    if verify_crc and crc32(body) != crc:
+        raise RemoteProtocolError(f"chunk {chunk_id}: CRC 0x{crc32(body):08x} != 0x{crc:08x}")
     header = ChunkHeader(
         chunk_type=kind, entries=n_entries, records=n_records, timestamp_ms=ts, epoch=epoch,
         chunk_id=chunk_id, crc=crc, data_length=size, trailer_length=trailer, bloom_size=bloom,
@@ -425,7 +426,7 @@ def chunk_header(
     crc = 0
     size = 0
     for piece in body:
-        crc = zlib.crc32(piece, crc)
+        crc = crc32(piece, crc)
         size += len(piece)
     try:
         return _HEADER.pack(

@@ -3,6 +3,8 @@ for byte, what encoding the Deliver of the joined chunk writes, and decodes back
 
 from __future__ import annotations
 
+import zlib
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -64,6 +66,7 @@ def test_gathered_deliver_is_the_encoded_one(
         entries, records, chunk_id)  # fmt: skip
     assert (read_header.timestamp_ms, read_header.epoch, read_header.bloom_size) == (
         timestamp_ms, 3, 16)  # fmt: skip
+    assert read_header.crc == zlib.crc32(body)  # ISA-L's CRC-32 is zlib's (what clients check)
 
 
 @pytest.mark.parametrize("subscription_id", [-1, 256])
