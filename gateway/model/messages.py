@@ -70,6 +70,10 @@ class WireBatch:
     base_offset: int = 0
     first_timestamp_us: int = 0
     max_timestamp_us: int = 0
+    # How many entries the wire form holds, when whoever made the batch had counted them (a
+    # RabbitMQ Stream chunk's header does: a sub-entry batch is one entry of many records);
+    # 0: not known, a reader that needs it counts.
+    entries: int = 0
 
 
 WireDecoder = Callable[[WireBatch], list[Message]]

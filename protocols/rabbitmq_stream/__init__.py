@@ -70,6 +70,8 @@ from .frames_publish import (
     QueryPublisherSequenceResponse,
     SimpleEntries,
     publish_frames,
+    readdressed,
+    sent_entries,
 )
 from .frames_streams import (
     Broker,
@@ -178,4 +180,6 @@ __all__ = [
     "UnsubscribeResponse",
     "deliver_frame",
     "publish_frames",
+    "readdressed",
+    "sent_entries",
 ]

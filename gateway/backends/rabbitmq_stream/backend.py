@@ -102,7 +102,7 @@ from gateway.model import (
     UpdateTopic,
     UpdateTopicResult,
 )
-from gateway.translate.rabbitmq_stream.messages import WIRE_FORMAT
+from gateway.translate.rabbitmq_stream.messages import PUBLISHED_FORMAT, WIRE_FORMAT
 from protocols import rabbitmq_stream as rs
 
 SCHEME: Final = "rabbitmq-stream"
@@ -193,7 +193,7 @@ class RabbitStreamBackend:
             publisher_dedup=True,  # the client's reference on the broker's publisher
             streams=True,
             max_message_bytes=max_message_bytes,
-            wire_formats=frozenset({WIRE_FORMAT}),
+            wire_formats=frozenset({WIRE_FORMAT, PUBLISHED_FORMAT}),
         )
 
     @classmethod

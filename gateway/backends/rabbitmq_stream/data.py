@@ -21,6 +21,7 @@ records. RabbitMQ has no way to delete a stored offset: ``delete_offset`` is Uns
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from typing import Final
@@ -59,12 +60,15 @@ from gateway.model import (
     Timeout,
     Topic,
     UnknownPartition,
+    WireBatch,
 )
 from gateway.translate.rabbitmq_stream.messages import (
+    PUBLISHED_FORMAT,
     WIRE_FORMAT,
     committed_of_stored,
     decode_wire,
     stored_of_committed,
+    stored_of_published,
     to_amqp,
     wire_entries,
 )
@@ -76,6 +80,8 @@ from protocols.rabbitmq_stream.chunk import Entry, SimpleEntry, count_entries, e
 
 LOCATE_TIMEOUT_S: Final = 30.0  # confirmed entries to show up at the tail
 MAX_REFERENCE: Final = 255  # tracking ids are uint8-length (osiris, §6)
+_PUBLISH_HEAD_SIZE: Final = 2 + 2 + 1 + 4  # a Publish frame's key, version, publisher, count
+_PUBLISH_ITEM_HEAD: Final = 8 + 4  # an item's publishing id and entry length
 
 log = structlog.get_logger("streamgate.backend.rabbitmq_stream")
 
@@ -122,6 +128,19 @@ def entries_of(batch: MessageBatch, max_message_bytes: int) -> tuple[bytes, int]
     if not records:
         raise InvalidRequest("an append needs at least one message")
     return stored, records
+
+
+def _as_sent(cmd: Append, wire: WireBatch, max_message_bytes: int) -> bool:
+    """Whether a ``published_batch`` goes to RabbitMQ as it came: with the client's reference
+    and ids (one per entry), and its entries together within the message size limit (else
+    the stored form's checks find the largest, and the entries go out as the publisher cuts
+    them)."""
+    items = len(wire.data) - _PUBLISH_HEAD_SIZE
+    return (
+        bool(cmd.publisher)
+        and len(cmd.publishing_ids) == wire.count > 0
+        and items - _PUBLISH_ITEM_HEAD * wire.count <= max_message_bytes
+    )
 
 
 def _trimmed(stored: Stored, lo: int, hi: int) -> MessageBatch:
@@ -229,7 +248,13 @@ class Data:
     async def append(self, cmd: Append) -> AppendResult:
         entry, stream = await self._target(cmd.topic, cmd.partition)
         limit = entry.config.max_message_bytes or self.max_message_bytes
-        stored, records = entries_of(cmd.batch, limit if limit > 0 else self.max_message_bytes)
+        limit = limit if limit > 0 else self.max_message_bytes
+        wire = cmd.batch.wire
+        if wire is not None and wire.format == PUBLISHED_FORMAT:
+            if _as_sent(cmd, wire, limit):
+                return await self._publish_as_sent(cmd, entry, stream, wire, limit)
+            cmd = dataclasses.replace(cmd, batch=MessageBatch(wire=stored_of_published(wire)))
+        stored, records = entries_of(cmd.batch, limit)
         if cmd.producer_id >= 0 and cmd.base_sequence >= 0 and not cmd.publisher:
             return await self._append_idempotent(cmd, entry, stream, stored, records)
         if not cmd.offset_needed or cmd.publisher:
@@ -332,6 +357,30 @@ class Data:
         return AppendResult(
             base_offset=-1,
             count=records,
+            log_append_time_us=time.time_ns() // 1000,
+            log_start_offset=entry.start(cmd.partition),
+        )
+
+    async def _publish_as_sent(
+        self, cmd: Append, entry: TopicEntry, stream: str, wire: WireBatch, limit: int
+    ) -> AppendResult:
+        """A deduplicating client's Publish frame, published on as it came (only the publisher
+        id changes): no entry is looked at again, RabbitMQ confirms the client's ids. A frame
+        above RabbitMQ's frame_max goes in the stored form, cut by the publisher."""
+        publisher = await self.publisher(stream, cmd.publisher)
+        if len(wire.data) > publisher.conn.frame_max:
+            cmd = dataclasses.replace(cmd, batch=MessageBatch(wire=stored_of_published(wire)))
+            stored, records = entries_of(cmd.batch, limit)
+            return await self._publish_only(cmd, entry, stream, stored, records)
+        with publisher.conn.watchdog.bound(LOCATE_TIMEOUT_S) as sending:
+            async with publisher.lock:
+                batch = await publisher.send_as_sent(wire.data, cmd.publishing_ids)
+        if sending.cancelled_caught:
+            raise Timeout(f"RabbitMQ took no Publish on {stream!r} for {LOCATE_TIMEOUT_S} s")
+        await publisher.wait(batch)
+        return AppendResult(
+            base_offset=-1,
+            count=wire.count,
             log_append_time_us=time.time_ns() // 1000,
             log_start_offset=entry.start(cmd.partition),
         )

@@ -15,6 +15,7 @@ The publisher dies with its connection or its stream
 from __future__ import annotations
 
 import bisect
+import struct
 from collections.abc import Callable, Sequence
 from typing import Final
 
@@ -35,12 +36,13 @@ from protocols._wire import LocalProtocolError
 CONFIRM_TIMEOUT_S: Final = 30.0  # for every confirm of one batch
 _FRAME_OVERHEAD: Final = 2 + 2 + 1 + 4  # key, version, publisher id, entry count (frame_max)
 _ITEM_OVERHEAD: Final = 8  # the publishing id before each entry
+_COUNT = struct.Struct(">i")  # a Publish frame's entry count, after key, version and publisher
 
 
 class Batch:
     """Publishing ids ``first .. first + count - 1``, waiting for their confirms."""
 
-    __slots__ = ("count", "done", "error", "first", "ids", "on_error", "remaining")
+    __slots__ = ("count", "done", "error", "first", "ids", "on_error", "remaining", "run")
 
     def __init__(
         self,
@@ -52,6 +54,9 @@ class Batch:
         self.first = first
         self.count = count
         self.ids = ids  # a reference publisher's: the client's ids, maybe not contiguous
+        # One entry for each id of first .. first + count - 1 (the publisher's own numbering,
+        # or a client's ids that happen to be so: the usual case).
+        self.run = ids is None or (len(ids) == count and max(ids) - first == count - 1)
         self.remaining = count
         self.done = trio.Event()
         self.error: GatewayError | None = None
@@ -128,6 +133,27 @@ class Publisher:
         else:
             batch = Batch(self._next_id, count, on_error)
             self._next_id += count
+        return await self._sent(batch, frames)
+
+    async def send_as_sent(self, frame: bytes, ids: Sequence[int]) -> Batch:
+        """A client's Publish v1 frame (after its size prefix; ``ids``: its publishing ids, in
+        order) sent on as this publisher's, as it came; a reference publisher's only (the
+        broker deduplicates by the client's ids). Call with ``lock`` held, then ``wait``."""
+        if self.error is not None:
+            raise self.error
+        if not self.reference or not ids:
+            raise CorruptMessage("a Publish frame goes on as sent with its reference and ids")
+        if len(frame) < 9 or _COUNT.unpack_from(frame, 5)[0] != len(ids):
+            raise CorruptMessage(f"a Publish frame that does not hold {len(ids)} entries")
+        try:
+            head, rest = rs.readdressed(self.id, frame)
+        except LocalProtocolError as exc:
+            raise CorruptMessage(f"entries to publish: {exc}") from None
+        batch = Batch(min(ids), len(ids), None, frozenset(ids))
+        return await self._sent(batch, [b"".join((head, rest))])
+
+    async def _sent(self, batch: Batch, frames: list[bytes]) -> Batch:
+        """``batch`` registered, then its ``frames`` to the outbox."""
         self._starts.append(batch.first)
         self._batches.append(batch)
         try:
@@ -178,6 +204,8 @@ class Publisher:
             del self._starts[i], self._batches[i]
 
     def confirmed(self, ids: tuple[int, ...]) -> None:
+        if ids and self._confirmed_run(ids):
+            return
         batch: Batch | None = None
         for publishing_id in ids:  # mostly in order: the last batch found is tried first
             if batch is None or not _holds(batch, publishing_id):
@@ -188,6 +216,22 @@ class Publisher:
             if batch.remaining <= 0:
                 self._settle(batch)
                 batch = None
+
+    def _confirmed_run(self, ids: tuple[int, ...]) -> bool:
+        """The usual confirm, settled in one step: distinct consecutive ids (in any order), all
+        of one run batch. False (nothing done) for any other."""
+        first, last = min(ids), max(ids)
+        if last - first != len(ids) - 1:
+            return False
+        batch = self._find(first)
+        if batch is None or not batch.run or last >= batch.first + batch.count:
+            return False
+        if len(ids) > 1 and len(set(ids)) != len(ids):
+            return False
+        batch.remaining -= len(ids)
+        if batch.remaining <= 0:
+            self._settle(batch)
+        return True
 
     def failed(self, errors: tuple[rs.PublishingError, ...]) -> None:
         for e in errors:

@@ -86,7 +86,7 @@ class Stored:
         ts = self.timestamp_ms * 1000
         return WireBatch(format=WIRE_FORMAT, data=self.body, count=self.records,
                          base_offset=self.chunk_id, first_timestamp_us=ts,
-                         max_timestamp_us=ts)  # fmt: skip
+                         max_timestamp_us=ts, entries=self.entries)  # fmt: skip
 
     def decode(self) -> tuple[Entry, ...]:
         return decode_entries(self.body, self.entries)

@@ -207,7 +207,13 @@ async def _publish_deduplicated(
         return rs.PublishConfirm(publisher_id=f.publisher_id, publishing_ids=())
     simple = f.messages
     if isinstance(simple, rs.SimpleEntries):
-        wire = trm.stored_batch(simple.stored, len(simple), timestamp_us=time.time_ns() // 1000)
+        now_us = time.time_ns() // 1000
+        frame = simple.as_sent()
+        if frame is not None and trm.PUBLISHED_FORMAT in s.router.backend.capabilities.wire_formats:
+            # The frame as it came: the broker takes its items as they are (no copy, no scan).
+            wire = trm.published_batch(frame, len(simple), timestamp_us=now_us)
+        else:
+            wire = trm.stored_batch(simple.stored, len(simple), timestamp_us=now_us)
     else:
         try:
             entries = [_entry(item) for item in f.messages]

@@ -14,10 +14,12 @@ from gateway.translate.lossy import Lossy, ignore_lossy
 from gateway.translate.rabbitmq_stream.messages import (
     BODY_HEADER,
     PROPERTY_PREFIX,
+    PUBLISHED_FORMAT,
     ROUTING_KEY,
     TIMESTAMP_US,
     WIRE_FORMAT,
     decode_wire,
+    published_batch,
     record_count,
     stored_batch,
     to_amqp,
@@ -39,6 +41,7 @@ __all__ = [
     "BODY_HEADER",
     "MAX_CHUNK_ENTRIES",
     "PROPERTY_PREFIX",
+    "PUBLISHED_FORMAT",
     "ROUTING_KEY",
     "TIMESTAMP_US",
     "WIRE_FORMAT",
@@ -47,6 +50,7 @@ __all__ = [
     "Lossy",
     "chunk_for",
     "decode_wire",
+    "published_batch",
     "stored_batch",
     "to_amqp",
     "to_canonical",
@@ -113,10 +117,13 @@ def _whole_stored(
         if wire is None or wire.format != WIRE_FORMAT or wire.base_offset != expected:
             break
         batch_notes, body = split(wire.data)
-        try:
-            n, records = count_entries(body)
-        except RemoteProtocolError as exc:
-            raise CorruptMessage(f"stored RabbitMQ entries: {exc}") from None
+        if wire.entries > 0:  # counted by RabbitMQ, the chunk checked against its CRC
+            n, records = wire.entries, wire.count
+        else:
+            try:
+                n, records = count_entries(body)
+            except RemoteProtocolError as exc:
+                raise CorruptMessage(f"stored RabbitMQ entries: {exc}") from None
         if records != wire.count:
             raise CorruptMessage(f"stored RabbitMQ batch: {records} records, {wire.count} said")
         if entries + n > MAX_CHUNK_ENTRIES:

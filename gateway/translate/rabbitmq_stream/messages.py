@@ -30,6 +30,7 @@ one to read: ``next = stored + 1``.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import uuid
 from collections.abc import Sequence
@@ -69,6 +70,7 @@ from protocols.rabbitmq_stream.chunk import (
     decode_entry,
     encode_entry,
 )
+from protocols.rabbitmq_stream.frames_publish import SimpleEntries, sent_entries
 
 ROUTING_KEY: Final = "x-routing-key"  # message annotation RabbitMQ sets from AMQP 0-9-1 publishes
 # A canonical timestamp with microseconds, which creation-time (ms) cannot hold (a long).
@@ -405,6 +407,46 @@ def decode_wire(stored: WireBatch, lossy: Lossy = ignore_lossy) -> list[Message]
 
 # published entries as sent: simple entries and sub-entry batches
 WIRE_FORMAT: Final = WireFormat(name="rabbitmq_stream", decode=decode_wire)
+
+
+def published_batch(frame: bytes, count: int, *, timestamp_us: int) -> WireBatch:
+    """A Publish v1 frame of ``count`` simple entries, as the client sent it (after its size
+    prefix: ``SimpleEntries.as_sent``), for a backend that publishes it on as it is
+    (``PUBLISHED_FORMAT`` in its wire formats: RabbitMQ, which takes the items as they came,
+    each after its publishing id)."""
+    return WireBatch(
+        format=PUBLISHED_FORMAT,
+        data=frame,
+        count=count,
+        first_timestamp_us=timestamp_us,
+        max_timestamp_us=timestamp_us,
+    )
+
+
+def published_entries(wire: WireBatch) -> SimpleEntries:
+    """The entries of a ``published_batch``."""
+    try:
+        entries = sent_entries(wire.data)
+    except RemoteProtocolError as exc:
+        raise CorruptMessage(f"published RabbitMQ frame: {exc}") from None
+    if len(entries) != wire.count:
+        raise CorruptMessage(f"published RabbitMQ frame: {len(entries)} entries, {wire.count} said")
+    return entries
+
+
+def stored_of_published(wire: WireBatch) -> WireBatch:
+    """A ``published_batch`` in the stored form (the ids left out)."""
+    stored = stored_batch(published_entries(wire).stored, wire.count,
+                          timestamp_us=wire.first_timestamp_us)  # fmt: skip
+    return dataclasses.replace(stored, base_offset=wire.base_offset)
+
+
+def _decode_published(wire: WireBatch) -> list[Message]:
+    return decode_wire(stored_of_published(wire))
+
+
+# a client's Publish v1 frame of simple entries, as it came (to be published on as it is)
+PUBLISHED_FORMAT: Final = WireFormat(name="rabbitmq_stream_publish", decode=_decode_published)
 
 
 # --- consumer offsets ---------------------------------------------------------------------------

@@ -16,6 +16,8 @@ from protocols.rabbitmq_stream import (
     ResponseCode,
     SimpleEntries,
     publish_frames,
+    readdressed,
+    sent_entries,
 )
 from protocols.rabbitmq_stream.chunk import (
     Compression,
@@ -156,3 +158,39 @@ def test_publish_frames_with_given_ids_across_frames() -> None:
     for wrong in (ids[:-1], [*ids, 1001], [-1, *ids[1:]]):
         with pytest.raises(LocalProtocolError):
             publish_frames(2, 1, stored, 1 << 20, wrong)
+
+
+def test_a_frame_of_simple_entries_is_kept_as_sent_and_readdressed() -> None:
+    wire = client().send(Publish(publisher_id=3, messages=MESSAGES))
+    got = decode_one(wire)
+    assert isinstance(got, Publish) and isinstance(got.messages, SimpleEntries)
+    frame = got.messages.as_sent()
+    assert frame == wire[4:]  # the frame after its size prefix, not a copy of its items
+    assert sent_entries(frame) == got.messages
+    head, rest = readdressed(200, frame)
+    assert decode_one(head + bytes(rest)) == Publish(publisher_id=200, messages=MESSAGES)
+    for bad in (frame[:-1], frame + b"\0", b"\0\x03\0\x01" + frame[4:], frame[:5]):
+        with pytest.raises(RemoteProtocolError):
+            sent_entries(bad)
+    with pytest.raises(LocalProtocolError):
+        readdressed(1, b"\0\x03\0\x01" + frame[4:])
+
+
+def test_stored_ranges_of_scanned_entries() -> None:
+    messages = tuple(PublishedMessage(publishing_id=i, data=b"%d" % i * i) for i in range(9))
+    got = decode_one(client().send(Publish(publisher_id=1, messages=messages)))
+    assert isinstance(got, Publish) and isinstance(got.messages, SimpleEntries)
+    entries = [encode_entry(SimpleEntry(m.data)) for m in messages]
+    for a, b in ((0, 9), (0, 4), (4, 9), (3, 3), (8, 9), (2, 20)):
+        assert got.messages.stored_range(a, b) == b"".join(entries[a:b])
+
+
+@pytest.mark.parametrize("overrun", [1, 7, 1000])
+def test_an_entry_running_past_the_frame_is_refused(overrun: int) -> None:
+    """The last entry's length says more than the frame holds (the scan checks where the
+    entries end once, at the end)."""
+    items = struct.pack(">QI", 1, 3) + b"abc" + struct.pack(">QI", 2, 4 + overrun) + b"defg"
+    body = bytes([0]) + struct.pack(">i", 2) + items
+    frame = struct.pack(">IHH", 4 + len(body), 2, 1) + body
+    with pytest.raises(RemoteProtocolError):
+        decode_one(frame)
