@@ -13,25 +13,46 @@ __all__ = ["ReceiveBuffer"]
 
 
 class ReceiveBuffer:
-    __slots__ = ("_data", "_head", "_mark", "max_frame_size")
+    """Positions (``_head``, ``_mark``) count from the start of ``_data`` on through ``_more``:
+    the chunks fed while a frame was in progress, kept as they came. A big frame arrives in
+    many reads; joining them once when the frame is taken is one copy of its bytes, where
+    appending each to ``_data`` first was two (and a realloc at every growth)."""
+
+    __slots__ = ("_data", "_head", "_mark", "_more", "_more_size", "max_frame_size")
 
     def __init__(self, max_frame_size: int) -> None:
         self._data = bytearray()
+        self._more: list[bytes] = []
+        self._more_size = 0
         self._head = 0  # read position of the parse in progress
         self._mark = 0  # start of the frame being parsed (last commit)
         self.max_frame_size = max_frame_size
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
-        self._data += data
+        if self._more or (len(self._data) > self._mark and len(data) >= _DEFER_FROM):
+            self._more.append(bytes(data))  # a no-op on bytes
+            self._more_size += len(data)
+        else:
+            self._data += data
+
+    def _size(self) -> int:
+        return len(self._data) + self._more_size
+
+    def _merge(self) -> None:
+        """Everything into ``_data`` (positions unchanged): for the reads that want it there."""
+        if self._more:
+            self._data += b"".join(self._more)
+            self._more.clear()
+            self._more_size = 0
 
     def __len__(self) -> int:
         """Bytes not yet consumed by the parse in progress."""
-        return len(self._data) - self._head
+        return self._size() - self._head
 
     @property
     def pending(self) -> int:
         """Bytes received and not committed (the frame in progress plus what follows)."""
-        return len(self._data) - self._mark
+        return self._size() - self._mark
 
     def check_size(self, declared: int, *, hint: object = None) -> None:
         """Refuse a declared size above the maximum BEFORE waiting for or allocating it."""
@@ -42,36 +63,71 @@ class ReceiveBuffer:
         """Take ``n`` bytes, or ``None`` (and take nothing) if fewer have arrived."""
         end = self._head + n
         if end > len(self._data):
-            return None
-        out = bytes(memoryview(self._data)[self._head : end])  # one copy, not two
+            if end > self._size():
+                return None
+            out = self._joined(end)
+        else:
+            out = bytes(memoryview(self._data)[self._head : end])  # one copy, not two
         self._head = end
         return out
+
+    def _joined(self, end: int) -> bytes:
+        """The bytes from the read position to ``end``, which is in ``_more``: one join."""
+        parts: list[bytes | memoryview] = [memoryview(self._data)[self._head :]]
+        at = len(self._data)
+        for chunk in self._more:
+            if at + len(chunk) >= end:
+                parts.append(chunk if at + len(chunk) == end else memoryview(chunk)[: end - at])
+                break
+            parts.append(chunk)
+            at += len(chunk)
+        return b"".join(parts)
 
     def consume_view(self, n: int) -> memoryview | None:
         """``consume_exactly`` without a copy; valid until the next ``feed`` or ``commit``."""
         end = self._head + n
-        if end > len(self._data):
+        if end > self._size():
             return None
+        self._merge()
         out = memoryview(self._data)[self._head : end]
         self._head = end
         return out
 
     def peek(self, n: int) -> bytes | None:
         end = self._head + n
-        if end > len(self._data):
+        if end > self._size():
             return None
+        if end > len(self._data):
+            self._merge()
         return bytes(memoryview(self._data)[self._head : end])
 
     def unparsed(self) -> bytes:
         """What no frame has taken yet (codecs commit or roll back before returning, so the
         parse position is the start of it): a codec's ``trailing_data``."""
+        self._merge()
         return bytes(self._data[self._head :])
 
     def commit(self) -> None:
         """The frame is complete: drop its bytes."""
-        # Compact lazily: deleting a prefix is O(remaining), so only do it once it pays.
         self._mark = self._head
-        if self._mark > 65536 or self._mark == len(self._data):
+        if self._mark >= len(self._data) and self._more:
+            # The frame ended in the chunks kept aside: what follows it starts a new ``_data``.
+            rest = self._mark - len(self._data)
+            for i, chunk in enumerate(self._more):
+                if rest < len(chunk):
+                    self._data = bytearray(memoryview(chunk)[rest:])
+                    self._data += b"".join(self._more[i + 1 :])
+                    break
+                rest -= len(chunk)
+            else:
+                self._data = bytearray()
+            self._more.clear()
+            self._more_size = 0
+            self._head = self._mark = 0
+            return
+        # Compact lazily: deleting a prefix is O(remaining), so only do it once it pays.
+        if self._mark > 65536 or self._mark == self._size():
+            self._merge()
             del self._data[: self._mark]
             self._head = self._mark = 0
 
@@ -81,7 +137,11 @@ class ReceiveBuffer:
 
     def take_all(self) -> bytes:
         """Everything not yet committed (used to hand trailing bytes on, or in tests)."""
+        self._merge()
         out = bytes(self._data[self._mark :])
         del self._data[:]
         self._head = self._mark = 0
         return out
+
+
+_DEFER_FROM = 4096  # a chunk this big, fed in the middle of a frame, is kept aside as it came

@@ -77,7 +77,7 @@ class Deliver(Frame):
     KEY: ClassVar[int] = Key.DELIVER
     VERSIONS: ClassVar[frozenset[int]] = frozenset((1, 2))
     subscription_id: int
-    chunk: bytes
+    chunk: bytes | memoryview  # decoded: a view of the frame's bytes (a chunk is ~1 MiB)
     committed_chunk_id: int | None = None
 
     @property
@@ -92,7 +92,12 @@ class Deliver(Frame):
     def decode(cls, reader: Reader, version: int, **header: Any) -> Self:
         subscription_id = U8.decode(reader)
         committed = U64.decode(reader) if version == 2 else None
-        chunk = reader.take(reader.remaining, "chunk")
+        data = reader.data
+        if isinstance(data, bytes):  # immutable: the chunk is a view of it, not a copy
+            chunk: bytes | memoryview = memoryview(data)[reader.pos : reader.end]
+            reader.pos = reader.end
+        else:
+            chunk = reader.take(reader.remaining, "chunk")
         return cls(subscription_id=subscription_id, chunk=chunk, committed_chunk_id=committed)
 
 

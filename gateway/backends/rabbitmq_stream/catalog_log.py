@@ -56,7 +56,7 @@ class _Follower:
         self.sid = -1
         self.gone = trio.Event()
 
-    def deliver(self, chunk: bytes) -> None:
+    def deliver(self, chunk: bytes | memoryview) -> None:
         applier = self.owner.catalog
         try:
             decoded = decode_chunk(chunk)

@@ -130,7 +130,7 @@ class Cursor:
 
     # --- the connection's callbacks (Subscriber) -------------------------------------------------
 
-    def deliver(self, chunk: bytes) -> None:
+    def deliver(self, chunk: bytes | memoryview) -> None:
         try:
             chunk_id, end, stored = parse(chunk)
         except RemoteProtocolError as exc:

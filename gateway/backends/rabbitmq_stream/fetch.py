@@ -38,7 +38,7 @@ class Collector:
         self.end = -1  # next offset after the last chunk of any type
         self.error: GatewayError | None = None
 
-    def deliver(self, chunk: bytes) -> None:
+    def deliver(self, chunk: bytes | memoryview) -> None:
         try:
             chunk_id, end, stored = parse(chunk)
         except RemoteProtocolError as exc:

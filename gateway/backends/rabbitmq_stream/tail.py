@@ -99,7 +99,7 @@ class Stored:
                          first_timestamp_us=ts, max_timestamp_us=ts)  # fmt: skip
 
 
-def parse(chunk: bytes) -> tuple[int, int, Stored | None]:
+def parse(chunk: bytes | memoryview) -> tuple[int, int, Stored | None]:
     """(chunk id, next offset after the chunk, the chunk when it is a user chunk)."""
     header, body = read_chunk(chunk)
     if header.chunk_type != ChunkType.USER:
@@ -276,7 +276,7 @@ class Tail:
 
     # --- the connection's callbacks (Subscriber) -------------------------------------------------
 
-    def deliver(self, chunk: bytes) -> None:
+    def deliver(self, chunk: bytes | memoryview) -> None:
         try:
             _, end, stored = parse(chunk)
             if stored is not None and self._expected:
