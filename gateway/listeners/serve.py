@@ -14,6 +14,7 @@ import structlog
 import trio
 
 from gateway.access_log import AccessLog
+from gateway.gathered import coalesced, send_gathered, socket_of
 from gateway.listeners.connection import (
     AuthTimeout,
     Connection,
@@ -41,16 +42,12 @@ class ListenerInfo:
     tls: bool = False
 
 
-_IOV_MAX = 1024  # buffers one sendmsg takes (Linux's UIO_MAXIOV)
-_SMALL = 2048  # pieces below this are joined with their neighbours: one iovec each would cost more
-
-
 async def _writer(
     stream: trio.abc.Stream, channel: trio.MemoryReceiveChannel[bytes | Gather]
 ) -> None:
     # A plain socket takes a frame in pieces (stored data is not copied into it); TLS is given
     # one joined write.
-    sock = stream.socket if isinstance(stream, trio.SocketStream) else None
+    sock = socket_of(stream)
     async with channel:
         async for data in channel:
             frames = [data]
@@ -61,7 +58,7 @@ async def _writer(
                 except (trio.WouldBlock, trio.EndOfChannel):
                     break
             if sock is not None and any(isinstance(f, Gather) for f in frames):
-                await _send_gathered(sock, _buffers(frames))
+                await send_gathered(sock, _buffers(frames))
             elif len(frames) == 1 and isinstance(data, bytes):
                 await stream.send_all(data)
             else:
@@ -77,39 +74,8 @@ def _pieces(frames: list[bytes | Gather]) -> Iterator[Piece]:
 
 
 def _buffers(frames: list[bytes | Gather]) -> list[Piece]:
-    """The frames' pieces for one gathering write, runs of small ones joined, empty ones left
-    out."""
-    out: list[Piece] = []
-    run: list[Piece] = []
-    for piece in _pieces(frames):
-        size = piece.nbytes if isinstance(piece, memoryview) else len(piece)
-        if size >= _SMALL:
-            if run:
-                out.append(run[0] if len(run) == 1 else b"".join(run))
-                run = []
-            out.append(piece)
-        elif size:
-            run.append(piece)
-    if run:
-        out.append(run[0] if len(run) == 1 else b"".join(run))
-    return out
-
-
-async def _send_gathered(sock: trio.socket.SocketType, buffers: list[Piece]) -> None:
-    """Every byte of ``buffers`` with as few sendmsg calls as the socket allows (IOV_MAX at a
-    time; a partial write resumes inside the buffer it stopped in)."""
-    i, n = 0, len(buffers)
-    while i < n:
-        sent = await sock.sendmsg(buffers[i : i + _IOV_MAX])
-        while sent and i < n:
-            buf = buffers[i]
-            size = buf.nbytes if isinstance(buf, memoryview) else len(buf)
-            if sent >= size:
-                sent -= size
-                i += 1
-            else:
-                buffers[i] = memoryview(buf).cast("B")[sent:]
-                sent = 0
+    """The frames' pieces for one gathering write."""
+    return coalesced(_pieces(frames))
 
 
 def _local_of(stream: trio.abc.Stream) -> tuple[str, int] | None:

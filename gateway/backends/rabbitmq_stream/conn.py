@@ -34,10 +34,11 @@ import trio
 
 from gateway.backends.tls import TlsClient
 from gateway.backends.watchdog import Watchdog
+from gateway.gathered import coalesced, send_gathered, socket_of
 from gateway.model import BackendUnavailable, GatewayError, Timeout
 from gateway.translate.rabbitmq_stream.errors import code_name, error_of
 from protocols import rabbitmq_stream as rs
-from protocols._wire import RemoteProtocolError
+from protocols._wire import Piece, RemoteProtocolError
 from protocols.rabbitmq_stream import ResponseCode
 
 log = structlog.get_logger("streamgate.backend.rabbitmq_stream")
@@ -102,42 +103,42 @@ class Outbox:
     def __init__(self, codec: rs.RabbitStreamClientCodec, limit: int = OUTBOX_LIMIT) -> None:
         self._codec = codec
         self._limit = limit
-        self._parts: list[bytes] = []
+        self._parts: list[Piece] = []
         self._size = 0
         self._credits: dict[int, int] = {}
         self._ready = trio.Event()
         self._room = trio.Event()
 
-    def put_nowait(self, data: bytes) -> None:
-        self._parts.append(data)
-        self._size += len(data)
+    def put_nowait(self, *pieces: Piece) -> None:
+        """One frame (in pieces: sent one after the other, nothing between them)."""
+        self._parts += pieces
+        self._size += sum(map(len, pieces))
         self._ready.set()
 
-    async def put(self, data: bytes) -> None:
+    async def put(self, *pieces: Piece) -> None:
         while self._size > self._limit:
             if self._room.is_set():
                 self._room = trio.Event()
             await self._room.wait()
-        self.put_nowait(data)
+        self.put_nowait(*pieces)
 
     def credit(self, subscription_id: int, credit: int) -> None:
         self._credits[subscription_id] = self._credits.get(subscription_id, 0) + credit
         self._ready.set()
 
-    async def take(self) -> bytes:
+    async def take(self) -> list[Piece]:
         while not self._parts and not self._credits:
             if self._ready.is_set():
                 self._ready = trio.Event()
             await self._ready.wait()
-        parts = [
+        parts: list[Piece] = [
             self._codec.send(rs.Credit(subscription_id=sid, credit=min(n, 0x7FFF)))
             for sid, n in self._credits.items()
         ]
         parts += self._parts
         self._parts, self._size, self._credits = [], 0, {}
         self._room.set()
-        # One frame (a Publish of up to frame_max, the usual case) goes as it is: no copy.
-        return parts[0] if len(parts) == 1 else b"".join(parts)
+        return parts
 
 
 class Call:
@@ -229,10 +230,10 @@ class Connection:
         self._check()
         self.outbox.put_nowait(self._codec.send(frame))
 
-    async def send_encoded(self, frame: bytes) -> None:
-        """A whole data frame, encoded: waits while the outbox is full."""
+    async def send_encoded(self, *pieces: Piece) -> None:
+        """A whole data frame, encoded (maybe in pieces): waits while the outbox is full."""
         self._check()
-        await self.outbox.put(frame)
+        await self.outbox.put(*pieces)
         self._check()
 
     def _check(self) -> None:
@@ -336,9 +337,17 @@ class Connection:
             self._dispatch(frame)
 
     async def _writer(self) -> None:
+        # A plain socket takes the pieces in one gathering write (a Publish frame's items as
+        # the client sent them are not copied into one); TLS is given them joined.
+        sock = socket_of(self._stream)
         while True:
-            data = await self.outbox.take()
-            await self._stream.send_all(data)
+            parts = await self.outbox.take()
+            if len(parts) == 1:
+                await self._stream.send_all(parts[0])
+            elif sock is not None:
+                await send_gathered(sock, coalesced(parts))
+            else:
+                await self._stream.send_all(b"".join(parts))
 
     async def _heartbeats(self) -> None:
         interval = self.tune.heartbeat

@@ -31,7 +31,7 @@ from gateway.model import (
 )
 from gateway.translate.rabbitmq_stream.errors import code_name, error_of
 from protocols import rabbitmq_stream as rs
-from protocols._wire import LocalProtocolError
+from protocols._wire import LocalProtocolError, Piece
 
 CONFIRM_TIMEOUT_S: Final = 30.0  # for every confirm of one batch
 _FRAME_OVERHEAD: Final = 2 + 2 + 1 + 4  # key, version, publisher id, entry count (frame_max)
@@ -133,7 +133,7 @@ class Publisher:
         else:
             batch = Batch(self._next_id, count, on_error)
             self._next_id += count
-        return await self._sent(batch, frames)
+        return await self._sent(batch, [(frame,) for frame in frames])
 
     async def send_as_sent(self, frame: bytes, ids: Sequence[int]) -> Batch:
         """A client's Publish v1 frame (after its size prefix; ``ids``: its publishing ids, in
@@ -150,15 +150,15 @@ class Publisher:
         except LocalProtocolError as exc:
             raise CorruptMessage(f"entries to publish: {exc}") from None
         batch = Batch(min(ids), len(ids), None, frozenset(ids))
-        return await self._sent(batch, [b"".join((head, rest))])
+        return await self._sent(batch, [(head, rest)])  # one frame in two pieces
 
-    async def _sent(self, batch: Batch, frames: list[bytes]) -> Batch:
-        """``batch`` registered, then its ``frames`` to the outbox."""
+    async def _sent(self, batch: Batch, frames: Sequence[Sequence[Piece]]) -> Batch:
+        """``batch`` registered, then its ``frames`` (each in pieces) to the outbox."""
         self._starts.append(batch.first)
         self._batches.append(batch)
         try:
-            for frame in frames:
-                await self.conn.send_encoded(frame)
+            for pieces in frames:
+                await self.conn.send_encoded(*pieces)
         except BaseException:
             # Cancelled or failed while the outbox was full: part of it may be out, the rest
             # never will, so no confirm settles it. Settled here, or the publisher is never

@@ -10,7 +10,8 @@ import struct
 import trio
 import trio.testing
 
-from gateway.listeners.serve import _IOV_MAX, _SMALL, _buffers, _writer
+from gateway.gathered import _IOV_MAX, _SMALL
+from gateway.listeners.serve import _buffers, _writer
 from protocols._wire import Gather
 
 _FRAMES_S = 20  # every network step here is bounded
