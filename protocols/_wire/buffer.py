@@ -41,7 +41,8 @@ class ReceiveBuffer:
     def _merge(self) -> None:
         """Everything into ``_data`` (positions unchanged): for the reads that want it there."""
         if self._more:
-            self._data += b"".join(self._more)
+            for chunk in self._more:  # one copy each (a join first would be a second)
+                self._data += chunk
             self._more.clear()
             self._more_size = 0
 
@@ -82,16 +83,6 @@ class ReceiveBuffer:
             parts.append(chunk)
             at += len(chunk)
         return b"".join(parts)
-
-    def consume_view(self, n: int) -> memoryview | None:
-        """``consume_exactly`` without a copy; valid until the next ``feed`` or ``commit``."""
-        end = self._head + n
-        if end > self._size():
-            return None
-        self._merge()
-        out = memoryview(self._data)[self._head : end]
-        self._head = end
-        return out
 
     def peek(self, n: int) -> bytes | None:
         end = self._head + n

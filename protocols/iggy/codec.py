@@ -148,12 +148,11 @@ class _Receiver(Receiver):
         if size < HEADER_SIZE:
             raise RemoteProtocolError(f"VSR frame size {size} is below its 256-byte header")
         self._buffer.check_size(size)  # before waiting for (or allocating) the body
-        # A view copied once (a send's batch is most of it), released before the commit.
-        view = self._buffer.consume_view(size - HEADER_SIZE)
-        if view is None:
+        # Copied once (a send's batch is most of it): the chunks it came in, joined.
+        body = self._buffer.consume_exactly(size - HEADER_SIZE)
+        if body is None:
             return None
-        with view:
-            return raw, bytes(view)
+        return raw, body
 
     def _frame(self, read: Callable[[], _T | None]) -> _T | None:
         """``read`` one whole frame and commit it, or roll back to its first byte."""

@@ -10,10 +10,11 @@ frame-by-frame walk, which stays the reference (and the one that words the error
 from __future__ import annotations
 
 import struct
+from array import array
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
 
-from xxhash import xxh3_64_intdigest
+from xxhash import xxh3_64_digest
 
 __all__ = ["UniformFrames", "uniform_frames"]
 
@@ -70,9 +71,12 @@ class UniformFrames:
         (§6.1), else None."""
         view = memoryview(self.data)
         hashed = _hashed_slices(self.start, self.stride, self.count)
-        digests = _u64s(self.count).pack(*map(xxh3_64_intdigest, map(view.__getitem__, hashed)))
+        # Digests as bytes (big-endian), each turned round in one C call: no int per message
+        # (making and packing 1,000 64-bit ints cost 0.1 us a message, as much as hashing 1 KiB).
+        digests = array("Q", b"".join(map(xxh3_64_digest, map(view.__getitem__, hashed))))
+        digests.byteswap()  # to little-endian, as the checksums are on the wire (any host)
         checksums = self.checksums()
-        return checksums if digests == checksums else None
+        return checksums if digests.tobytes() == checksums else None
 
     def offset_deltas_are_indexes(self) -> bool:
         """Whether frame ``i``'s offset delta is ``i`` (what a producer sends, §6.1)."""
@@ -143,8 +147,3 @@ def _indexes(count: int) -> bytes:
 @lru_cache(maxsize=16)
 def _u32s(count: int) -> struct.Struct:
     return struct.Struct(f"<{count}I")
-
-
-@lru_cache(maxsize=16)
-def _u64s(count: int) -> struct.Struct:
-    return struct.Struct(f"<{count}Q")
