@@ -1,9 +1,11 @@
 """Messages and offsets on RabbitMQ streams: append, read, list_offsets, consumer offsets.
 
 Append: a batch in the ``rabbitmq_stream`` wire format (entries as a RabbitMQ client published
-them) is published as those entries, undecoded; any other batch as one AMQP 1.0 entry per
-message (``to_amqp``). It is acknowledged only once RabbitMQ confirmed every publishing id, and
-its base offset is where the partition's tail saw its entries land (``rabbitmq_stream_tail``).
+them) is published as those entries, undecoded; a deduplicating client's Publish frame
+(``rabbitmq_stream_publish``) goes on as it came; any other batch as one AMQP 1.0 entry per
+message (``to_amqp``; the shaping is in ``batches``). It is acknowledged only once RabbitMQ
+confirmed every publishing id, and its base offset is where the partition's tail saw its entries
+land (``rabbitmq_stream_tail``).
 Appends to one partition go out in order (one publisher per partition stream, its lock held
 while a batch is registered and sent); several may wait for confirms at once.
 
@@ -30,6 +32,7 @@ import structlog
 import trio
 
 from gateway.backends.rabbitmq_stream import fetch
+from gateway.backends.rabbitmq_stream.batches import as_sent, batches_of, entries_of
 from gateway.backends.rabbitmq_stream.catalog import Catalog, TopicEntry
 from gateway.backends.rabbitmq_stream.catalog_log import CatalogLog
 from gateway.backends.rabbitmq_stream.conn import Connection, check
@@ -46,13 +49,11 @@ from gateway.model import (
     AppendResult,
     BackendUnavailable,
     CommitOffset,
-    CorruptMessage,
     FetchOffset,
     InvalidRequest,
     ListOffsets,
     ListOffsetsResult,
     MessageBatch,
-    MessageTooLarge,
     OffsetOutOfRange,
     OffsetSpec,
     Read,
@@ -64,24 +65,15 @@ from gateway.model import (
 )
 from gateway.translate.rabbitmq_stream.messages import (
     PUBLISHED_FORMAT,
-    WIRE_FORMAT,
     committed_of_stored,
-    decode_wire,
     stored_of_committed,
     stored_of_published,
-    to_amqp,
-    wire_entries,
 )
-from gateway.translate.rabbitmq_stream.notes import split
 from protocols import rabbitmq_stream as rs
-from protocols._wire import RemoteProtocolError
 from protocols.rabbitmq_stream import ResponseCode
-from protocols.rabbitmq_stream.chunk import Entry, SimpleEntry, count_entries, encode_entry
 
 LOCATE_TIMEOUT_S: Final = 30.0  # confirmed entries to show up at the tail
 MAX_REFERENCE: Final = 255  # tracking ids are uint8-length (osiris, §6)
-_PUBLISH_HEAD_SIZE: Final = 2 + 2 + 1 + 4  # a Publish frame's key, version, publisher, count
-_PUBLISH_ITEM_HEAD: Final = 8 + 4  # an item's publishing id and entry length
 
 log = structlog.get_logger("streamgate.backend.rabbitmq_stream")
 
@@ -94,90 +86,6 @@ def partition_stream(entry: TopicEntry, partition: int) -> str:
             f"topic {entry.topic} has no partition {partition}", partitions=len(entry.partitions)
         )
     return entry.partitions[partition]
-
-
-def entries_of(batch: MessageBatch, max_message_bytes: int) -> tuple[bytes, int]:
-    """(the entries to publish, encoded as a chunk holds them; the records they hold): stored
-    RabbitMQ entries as they are, other messages as AMQP 1.0 simple entries."""
-    wire = batch.wire
-    if wire is not None and wire.format == WIRE_FORMAT:
-        # The chunk notes stay behind: RabbitMQ writes its own trailer, and 3.10 takes no filter
-        # values (a Publish v2 to it would be refused).
-        stored, records = split(wire.data)[1], wire.count
-        try:
-            entries, counted = count_entries(stored)
-        except RemoteProtocolError as exc:
-            raise CorruptMessage(f"stored RabbitMQ batch: {exc}") from None
-        if counted != records:
-            raise CorruptMessage(f"stored RabbitMQ batch: {counted} records, {records} said")
-        if entries and len(stored) - 4 * entries > max_message_bytes:
-            largest = max(len(e.data) for e in wire_entries(wire))  # rare: worth a look
-            if largest > max_message_bytes:
-                raise MessageTooLarge(f"a {largest}-byte entry exceeds {max_message_bytes}")
-    else:
-        # A message without a time (Rog's) is stamped on arrival, as the embedded log does; the
-        # AMQP creation-time carries it (DESIGN.md §3).
-        now_us = time.time_ns() // 1000
-        values = [to_amqp(m if m.timestamp_us else m._replace(timestamp_us=now_us))
-                  for m in batch.messages]  # fmt: skip
-        largest = max((len(v) for v in values), default=0)
-        if largest > max_message_bytes:
-            raise MessageTooLarge(f"a {largest}-byte message exceeds {max_message_bytes} bytes")
-        stored = b"".join(encode_entry(SimpleEntry(v)) for v in values)
-        records = len(values)
-    if not records:
-        raise InvalidRequest("an append needs at least one message")
-    return stored, records
-
-
-def _as_sent(cmd: Append, wire: WireBatch, max_message_bytes: int) -> bool:
-    """Whether a ``published_batch`` goes to RabbitMQ as it came: with the client's reference
-    and ids (one per entry), and its entries together within the message size limit (else
-    the stored form's checks find the largest, and the entries go out as the publisher cuts
-    them)."""
-    items = len(wire.data) - _PUBLISH_HEAD_SIZE
-    return (
-        bool(cmd.publisher)
-        and len(cmd.publishing_ids) == wire.count > 0
-        and items - _PUBLISH_ITEM_HEAD * wire.count <= max_message_bytes
-    )
-
-
-def _trimmed(stored: Stored, lo: int, hi: int) -> MessageBatch:
-    """The records ``lo .. hi - 1`` of a chunk: its entries' bytes when whole entries cover
-    them, decoded messages when a sub-entry batch straddles a cut."""
-    if lo <= stored.chunk_id and hi >= stored.end:
-        return MessageBatch(wire=stored.wire())
-    parts: list[Entry] = []
-    offset = stored.chunk_id
-    for entry in stored.decode():
-        n = 1 if isinstance(entry, SimpleEntry) else entry.record_count
-        if offset < hi and offset + n > lo:
-            if offset < lo or offset + n > hi:
-                wanted = [m for m in decode_wire(stored.wire()) if lo <= m.offset < hi]
-                return MessageBatch(wanted)
-            parts.append(entry)
-        offset += n
-    return MessageBatch(wire=stored.subset(parts, max(lo, stored.chunk_id)))
-
-
-def batches_of(
-    chunks: list[Stored], offset: int, max_messages: int, *, whole: bool
-) -> tuple[MessageBatch, ...]:
-    out: list[MessageBatch] = []
-    left = max_messages
-    for stored in chunks:
-        if left <= 0:
-            break
-        first = max(offset, stored.chunk_id)
-        if whole:
-            out.append(MessageBatch(wire=stored.wire()))
-            left -= stored.end - first
-            continue
-        take = min(stored.end - first, left)
-        out.append(_trimmed(stored, first, first + take))
-        left -= take
-    return tuple(out)
 
 
 class Data:
@@ -251,7 +159,7 @@ class Data:
         limit = limit if limit > 0 else self.max_message_bytes
         wire = cmd.batch.wire
         if wire is not None and wire.format == PUBLISHED_FORMAT:
-            if _as_sent(cmd, wire, limit):
+            if as_sent(cmd, wire, limit):
                 return await self._publish_as_sent(cmd, entry, stream, wire, limit)
             cmd = dataclasses.replace(cmd, batch=MessageBatch(wire=stored_of_published(wire)))
         stored, records = entries_of(cmd.batch, limit)
@@ -541,4 +449,4 @@ def _reference(group: str) -> str:
     return group
 
 
-__all__ = ["Data", "batches_of", "entries_of", "partition_stream"]
+__all__ = ["Data", "partition_stream"]
