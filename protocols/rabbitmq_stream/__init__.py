@@ -56,6 +56,8 @@ from .frames_consume import (
     deliver_frame,
 )
 from .frames_publish import (
+    PUBLISH_HEAD_SIZE,
+    PUBLISH_ITEM_HEAD,
     DeclarePublisher,
     DeclarePublisherResponse,
     DeletePublisher,
@@ -104,6 +106,8 @@ __all__ = [
     "CONNECTION_CLOSED",
     "DEFAULT_MAX_FRAME_SIZE",
     "NEED_DATA",
+    "PUBLISH_HEAD_SIZE",
+    "PUBLISH_ITEM_HEAD",
     "SERVER_FRAMES",
     "Broker",
     "Close",

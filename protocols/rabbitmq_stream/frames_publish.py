@@ -22,6 +22,8 @@ from .layout import CODE, NULLABLE_STRING, STRING, U8, U32, U64, ArrayOf, Kind, 
 from .wire import Reader, malformed, pack
 
 __all__ = [
+    "PUBLISH_HEAD_SIZE",
+    "PUBLISH_ITEM_HEAD",
     "DeclarePublisher",
     "DeclarePublisherResponse",
     "DeletePublisher",
@@ -152,7 +154,7 @@ class SimpleEntries(Sequence[PublishedMessage]):
 
     def as_sent(self) -> bytes | None:
         """The Publish frame (after its size prefix) when its items are all of it, else None."""
-        if self._at and (self._at[0] != _ITEMS_START or self._end != len(self.frame)):
+        if self._at and (self._at[0] != PUBLISH_HEAD_SIZE or self._end != len(self.frame)):
             return None
         return self.frame
 
@@ -171,7 +173,10 @@ class SimpleEntries(Sequence[PublishedMessage]):
 
 
 _VIEW_FROM: Final = 512  # average bytes per entry from which entries are cut as views
-_ITEMS_START: Final = 2 + 2 + 1 + 4  # key, version, publisher id, entry count
+# A Publish v1 frame after its size prefix: key, version, publisher id, entry count; then each
+# item: its publishing id and its entry's length, before the entry.
+PUBLISH_HEAD_SIZE: Final = 2 + 2 + 1 + 4
+PUBLISH_ITEM_HEAD: Final = 8 + 4
 _SUB_BATCH_SIZE: Final = 0x8000_0000  # a sub-batch's first byte has its top bit set
 
 
@@ -190,7 +195,7 @@ def _scan_simple(reader: Reader, n: int) -> SimpleEntries | None:
                 return None
             ids.append(publishing_id)
             at.append(pos)
-            pos += 12 + size
+            pos += PUBLISH_ITEM_HEAD + size
     except struct.error:
         malformed(f"truncated Publish entry ({end - pos} bytes left)")
     if pos > end:
@@ -314,7 +319,7 @@ def publish_frames(
 def sent_entries(frame: bytes) -> SimpleEntries:
     """The entries of a Publish v1 frame of simple entries, as a client sent it (after its
     size prefix); RemoteProtocolError for any other frame."""
-    if len(frame) < _ITEMS_START or struct.unpack_from(">HH", frame, 0) != (Key.PUBLISH, 1):
+    if len(frame) < PUBLISH_HEAD_SIZE or struct.unpack_from(">HH", frame, 0) != (Key.PUBLISH, 1):
         malformed("not a Publish v1 frame")
     reader = Reader(frame, 4)
     publish = Publish.decode(reader, 1)
@@ -325,15 +330,20 @@ def sent_entries(frame: bytes) -> SimpleEntries:
 
 
 _READDRESSED = struct.Struct(">IHHB")  # size, key, version, publisher id
+_SENT_HEAD = struct.Struct(">HHBi")  # key, version, publisher id, entry count
 
 
-def readdressed(publisher_id: int, frame: bytes) -> tuple[bytes, memoryview]:
-    """A Publish v1 frame as a client sent it (after its size prefix: ``SimpleEntries.as_sent``)
-    sent on as another publisher's, in two pieces: its new head (size prefix included), then
-    the rest of it (the entry count and the items) untouched."""
-    key, version = struct.unpack_from(">HH", frame, 0)
-    if key != Key.PUBLISH or version != 1 or len(frame) < _ITEMS_START:
+def readdressed(publisher_id: int, frame: bytes, count: int) -> tuple[bytes, memoryview]:
+    """A Publish v1 frame of ``count`` entries as a client sent it (after its size prefix:
+    ``SimpleEntries.as_sent``) sent on as another publisher's, in two pieces: its new head (size
+    prefix included), then the rest of it (the entry count and the items) untouched."""
+    if len(frame) < PUBLISH_HEAD_SIZE:
+        raise LocalProtocolError(f"a {len(frame)}-byte Publish frame")
+    key, version, _, said = _SENT_HEAD.unpack_from(frame, 0)
+    if key != Key.PUBLISH or version != 1:
         raise LocalProtocolError("not a Publish v1 frame")
+    if said != count:
+        raise LocalProtocolError(f"a Publish frame of {said} entries, {count} expected")
     head = _READDRESSED.pack(len(frame), Key.PUBLISH, 1, publisher_id)
     return head, memoryview(frame)[_READDRESSED.size - 4 :]
 

@@ -5,7 +5,6 @@ chunks a read found as canonical batches, trimmed to the offsets asked for (``ba
 from __future__ import annotations
 
 import time
-from typing import Final
 
 from gateway.backends.rabbitmq_stream.tail import Stored
 from gateway.model import (
@@ -23,11 +22,9 @@ from gateway.translate.rabbitmq_stream.messages import (
     wire_entries,
 )
 from gateway.translate.rabbitmq_stream.notes import split
+from protocols import rabbitmq_stream as rs
 from protocols._wire import RemoteProtocolError
 from protocols.rabbitmq_stream.chunk import Entry, SimpleEntry, count_entries, encode_entry
-
-_PUBLISH_HEAD_SIZE: Final = 2 + 2 + 1 + 4  # a Publish frame's key, version, publisher, count
-_PUBLISH_ITEM_HEAD: Final = 8 + 4  # an item's publishing id and entry length
 
 
 def entries_of(batch: MessageBatch, max_message_bytes: int) -> tuple[bytes, int]:
@@ -69,11 +66,11 @@ def as_sent(cmd: Append, wire: WireBatch, max_message_bytes: int) -> bool:
     and ids (one per entry), and its entries together within the message size limit (else
     the stored form's checks find the largest, and the entries go out as the publisher cuts
     them)."""
-    items = len(wire.data) - _PUBLISH_HEAD_SIZE
+    items = len(wire.data) - rs.PUBLISH_HEAD_SIZE
     return (
         bool(cmd.publisher)
         and len(cmd.publishing_ids) == wire.count > 0
-        and items - _PUBLISH_ITEM_HEAD * wire.count <= max_message_bytes
+        and items - rs.PUBLISH_ITEM_HEAD * wire.count <= max_message_bytes
     )
 
 

@@ -161,7 +161,7 @@ class Data:
         if wire is not None and wire.format == PUBLISHED_FORMAT:
             if as_sent(cmd, wire, limit):
                 return await self._publish_as_sent(cmd, entry, stream, wire, limit)
-            cmd = dataclasses.replace(cmd, batch=MessageBatch(wire=stored_of_published(wire)))
+            cmd = _in_stored_form(cmd, wire)
         stored, records = entries_of(cmd.batch, limit)
         if cmd.producer_id >= 0 and cmd.base_sequence >= 0 and not cmd.publisher:
             return await self._append_idempotent(cmd, entry, stream, stored, records)
@@ -277,7 +277,7 @@ class Data:
         above RabbitMQ's frame_max goes in the stored form, cut by the publisher."""
         publisher = await self.publisher(stream, cmd.publisher)
         if len(wire.data) > publisher.conn.frame_max:
-            cmd = dataclasses.replace(cmd, batch=MessageBatch(wire=stored_of_published(wire)))
+            cmd = _in_stored_form(cmd, wire)
             stored, records = entries_of(cmd.batch, limit)
             return await self._publish_only(cmd, entry, stream, stored, records)
         with publisher.conn.watchdog.bound(LOCATE_TIMEOUT_S) as sending:
@@ -441,6 +441,11 @@ class Data:
         check(reply, f"QueryOffset on {stream!r}", ResponseCode.NO_OFFSET)
         assert isinstance(reply, rs.QueryOffsetResponse)
         return None if reply.code == ResponseCode.NO_OFFSET else reply.offset
+
+
+def _in_stored_form(cmd: Append, wire: WireBatch) -> Append:
+    """The append of a client's Publish frame as stored entries (cut and checked one by one)."""
+    return dataclasses.replace(cmd, batch=MessageBatch(wire=stored_of_published(wire)))
 
 
 def _reference(group: str) -> str:

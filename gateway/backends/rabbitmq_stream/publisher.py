@@ -15,7 +15,6 @@ The publisher dies with its connection or its stream
 from __future__ import annotations
 
 import bisect
-import struct
 from collections.abc import Callable, Sequence
 from typing import Final
 
@@ -34,9 +33,7 @@ from protocols import rabbitmq_stream as rs
 from protocols._wire import LocalProtocolError, Piece
 
 CONFIRM_TIMEOUT_S: Final = 30.0  # for every confirm of one batch
-_FRAME_OVERHEAD: Final = 2 + 2 + 1 + 4  # key, version, publisher id, entry count (frame_max)
 _ITEM_OVERHEAD: Final = 8  # the publishing id before each entry
-_COUNT = struct.Struct(">i")  # a Publish frame's entry count, after key, version and publisher
 
 
 class Batch:
@@ -126,7 +123,7 @@ class Publisher:
             )
         except LocalProtocolError as exc:
             raise CorruptMessage(f"entries to publish: {exc}") from None
-        if largest + _ITEM_OVERHEAD > self.conn.frame_max - _FRAME_OVERHEAD:
+        if largest + _ITEM_OVERHEAD > self.conn.frame_max - rs.PUBLISH_HEAD_SIZE:
             raise MessageTooLarge(f"a {largest}-byte entry does not fit frame_max")
         if ids is not None:
             batch = Batch(min(ids, default=0), count, on_error, frozenset(ids))
@@ -143,10 +140,8 @@ class Publisher:
             raise self.error
         if not self.reference or not ids:
             raise CorruptMessage("a Publish frame goes on as sent with its reference and ids")
-        if len(frame) < 9 or _COUNT.unpack_from(frame, 5)[0] != len(ids):
-            raise CorruptMessage(f"a Publish frame that does not hold {len(ids)} entries")
         try:
-            head, rest = rs.readdressed(self.id, frame)
+            head, rest = rs.readdressed(self.id, frame, len(ids))
         except LocalProtocolError as exc:
             raise CorruptMessage(f"entries to publish: {exc}") from None
         batch = Batch(min(ids), len(ids), None, frozenset(ids))

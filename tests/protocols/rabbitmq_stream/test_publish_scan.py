@@ -167,13 +167,14 @@ def test_a_frame_of_simple_entries_is_kept_as_sent_and_readdressed() -> None:
     frame = got.messages.as_sent()
     assert frame == wire[4:]  # the frame after its size prefix, not a copy of its items
     assert sent_entries(frame) == got.messages
-    head, rest = readdressed(200, frame)
+    head, rest = readdressed(200, frame, 3)
     assert decode_one(head + bytes(rest)) == Publish(publisher_id=200, messages=MESSAGES)
     for bad in (frame[:-1], frame + b"\0", b"\0\x03\0\x01" + frame[4:], frame[:5]):
         with pytest.raises(RemoteProtocolError):
             sent_entries(bad)
-    with pytest.raises(LocalProtocolError):
-        readdressed(1, b"\0\x03\0\x01" + frame[4:])
+    for bad, count in ((b"\0\x03\0\x01" + frame[4:], 3), (frame, 2), (frame[:8], 3)):
+        with pytest.raises(LocalProtocolError):
+            readdressed(1, bad, count)  # not a Publish v1 frame, another count, too short
 
 
 def test_stored_ranges_of_scanned_entries() -> None:
