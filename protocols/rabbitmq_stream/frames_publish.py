@@ -19,6 +19,8 @@ from protocols._wire import LocalProtocolError
 from .codes import Key
 from .frame import CodeResponse, Frame, Request
 from .layout import CODE, NULLABLE_STRING, STRING, U8, U32, U64, ArrayOf, Kind, Nested, Struct
+from .publish_columns import SUB_BATCH_SIZE as _SUB_BATCH_SIZE
+from .publish_columns import uniform_items
 from .wire import Reader, malformed, pack
 
 __all__ = [
@@ -101,7 +103,7 @@ class SimpleEntries(Sequence[PublishedMessage]):
 
     __slots__ = ("_at", "_end", "_stored", "frame", "ids")
 
-    def __init__(self, ids: tuple[int, ...], frame: bytes, at: tuple[int, ...], end: int) -> None:
+    def __init__(self, ids: tuple[int, ...], frame: bytes, at: Sequence[int], end: int) -> None:
         self.ids = ids
         self.frame = frame  # the bytes the items are in: the frame after its size prefix
         self._at = at  # where each item (its publishing id) starts in ``frame``
@@ -177,7 +179,6 @@ _VIEW_FROM: Final = 512  # average bytes per entry from which entries are cut as
 # item: its publishing id and its entry's length, before the entry.
 PUBLISH_HEAD_SIZE: Final = 2 + 2 + 1 + 4
 PUBLISH_ITEM_HEAD: Final = 8 + 4
-_SUB_BATCH_SIZE: Final = 0x8000_0000  # a sub-batch's first byte has its top bit set
 
 
 def _scan_simple(reader: Reader, n: int) -> SimpleEntries | None:
@@ -185,6 +186,10 @@ def _scan_simple(reader: Reader, n: int) -> SimpleEntries | None:
     them is a sub-batch. One unpack an item; an entry running past the frame shows in where
     the last one ends (positions only grow), a truncated item as struct's error."""
     data, pos, end = reader.data, reader.pos, reader.end
+    table = uniform_items(data, pos, end, n)  # entries of one size: no step per entry
+    if table is not None:
+        reader.pos = end
+        return SimpleEntries(table[0], data, table[1], end)
     ids: list[int] = []
     at: list[int] = []
     item = _ID_LENGTH.unpack_from

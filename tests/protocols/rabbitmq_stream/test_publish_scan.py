@@ -7,6 +7,8 @@ from __future__ import annotations
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from protocols._wire import LocalProtocolError, RemoteProtocolError
 from protocols.rabbitmq_stream import (
@@ -30,6 +32,8 @@ from protocols.rabbitmq_stream.chunk import (
     encode_chunk,
     encode_entry,
 )
+from protocols.rabbitmq_stream.frames_publish import PUBLISH_HEAD_SIZE
+from protocols.rabbitmq_stream.publish_columns import MIN_ITEMS, uniform_items
 from tests.protocols.rabbitmq_stream.support import client, decode_one
 
 MESSAGES = (
@@ -195,3 +199,80 @@ def test_an_entry_running_past_the_frame_is_refused(overrun: int) -> None:
     frame = struct.pack(">IHH", 4 + len(body), 2, 1) + body
     with pytest.raises(RemoteProtocolError):
         decode_one(frame)
+
+
+def _publish_body(items: list[tuple[int, bytes]]) -> bytes:
+    """A Publish v1 frame after its size prefix, items as given (no codec involved)."""
+    head = struct.pack(">HHBi", 2, 1, 4, len(items))
+    return head + b"".join(struct.pack(">QI", i, len(d)) + d for i, d in items)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    ids=st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=40),
+    size=st.integers(0, 300),
+    spread=st.lists(st.integers(-2, 2), min_size=40, max_size=40),
+    uniform=st.booleans(),
+)
+def test_entries_of_one_size_read_as_columns_equal_the_entry_scan(
+    ids: list[int], size: int, spread: list[int], uniform: bool
+) -> None:
+    """Items of one size are read column-wise (ids unpacked in one call); items of several
+    sizes by the entry-by-entry scan. Either way the frame decodes to the items sent."""
+    sizes = [size if uniform else max(0, size + d) for d in spread[: len(ids)]]
+    items = [(i, bytes([n % 251]) * n) for i, n in zip(ids, sizes, strict=True)]
+    body = _publish_body(items)
+    table = uniform_items(body, PUBLISH_HEAD_SIZE, len(body), len(items))
+    one_size = len(set(sizes)) == 1
+    assert (table is not None) == (one_size and len(items) >= MIN_ITEMS)
+    if table is not None:
+        assert table[0] == tuple(ids)
+        assert list(table[1]) == [PUBLISH_HEAD_SIZE + k * (12 + size) for k in range(len(ids))]
+    got = decode_one(struct.pack(">I", len(body)) + body)
+    assert isinstance(got, Publish) and isinstance(got.messages, SimpleEntries)
+    messages = tuple(PublishedMessage(publishing_id=i, data=d) for i, d in items)
+    assert got.messages.ids == tuple(ids) and tuple(got.messages) == messages
+    assert got.messages.stored == b"".join(encode_entry(SimpleEntry(d)) for _, d in items)
+    assert got.messages.as_sent() == body
+    assert (
+        got.messages.stored_range(1, 3)
+        == got.messages.stored[(4 + sizes[0]) : sum(4 + n for n in sizes[:3])]
+    )
+
+
+def test_sizes_that_differ_but_fill_a_table_are_scanned_entry_by_entry() -> None:
+    """Lengths 3, 5, 4, 4 ... take as many bytes as eight of 4: the column check still sees that
+    they differ, and the entries come out as sent."""
+    sizes = [3, 5] + [4] * 8
+    items = [(k, b"x" * n) for k, n in enumerate(sizes)]
+    body = _publish_body(items)
+    assert uniform_items(body, PUBLISH_HEAD_SIZE, len(body), len(items)) is None
+    got = decode_one(struct.pack(">I", len(body)) + body)
+    assert isinstance(got, Publish)
+    assert [m.data for m in got.messages] == [d for _, d in items]
+
+
+@pytest.mark.parametrize("tail", [b"\0", b"", b"\0" * 16])
+def test_a_table_of_items_that_does_not_end_with_the_frame_is_not_a_table(tail: bytes) -> None:
+    items = [(k, b"abcd") for k in range(10)]
+    body = _publish_body(items) + tail
+    table = uniform_items(body, PUBLISH_HEAD_SIZE, len(body), len(items))
+    assert (table is None) == bool(tail)
+    if tail:  # the entry scan words the error: bytes after the entries
+        with pytest.raises(RemoteProtocolError):
+            decode_one(struct.pack(">I", len(body)) + body)
+    # One more item announced than there are: the last runs past the frame.
+    body = _publish_body(items)
+    short = body[:5] + struct.pack(">i", 11) + body[9:]
+    assert uniform_items(short, PUBLISH_HEAD_SIZE, len(short), 11) is None
+    with pytest.raises(RemoteProtocolError):
+        decode_one(struct.pack(">I", len(short)) + short)
+
+
+def test_sub_batches_of_one_size_are_not_a_table() -> None:
+    """A length with its top bit set is a sub-batch (its flag byte), not a simple entry."""
+    items = [(k, b"") for k in range(10)]
+    body = bytearray(_publish_body(items))
+    for k in range(10):
+        body[PUBLISH_HEAD_SIZE + k * 12 + 8] = 0x80
+    assert uniform_items(bytes(body), PUBLISH_HEAD_SIZE, len(body), 10) is None
