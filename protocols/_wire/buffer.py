@@ -73,15 +73,24 @@ class ReceiveBuffer:
         return out
 
     def _joined(self, end: int) -> bytes:
-        """The bytes from the read position to ``end``, which is in ``_more``: one join."""
-        parts: list[bytes | memoryview] = [memoryview(self._data)[self._head :]]
+        """The bytes from the read position to ``end``, which is in ``_more``: one join (none
+        when they are one chunk as it came). The read position may be in ``_data`` or already
+        in ``_more`` (a frame read in several pieces)."""
+        head = self._head
+        parts: list[bytes | memoryview] = []
+        if head < len(self._data):
+            parts.append(memoryview(self._data)[head:])
         at = len(self._data)
         for chunk in self._more:
-            if at + len(chunk) >= end:
-                parts.append(chunk if at + len(chunk) == end else memoryview(chunk)[: end - at])
+            size = len(chunk)
+            if at + size > head:
+                lo, hi = max(0, head - at), min(size, end - at)
+                parts.append(chunk if lo == 0 and hi == size else memoryview(chunk)[lo:hi])
+            at += size
+            if at >= end:
                 break
-            parts.append(chunk)
-            at += len(chunk)
+        if len(parts) == 1 and isinstance(parts[0], bytes):
+            return parts[0]
         return b"".join(parts)
 
     def peek(self, n: int) -> bytes | None:

@@ -27,6 +27,7 @@ from protocols.iggy import (
     SendMessages,
     StoreConsumerOffset,
     SyncConsumerGroup,
+    UnknownCommand,
     detect,
 )
 from protocols.iggy.commands import COMMANDS, code_of
@@ -285,3 +286,19 @@ def test_messages_keep_their_absolute_values_across_batches() -> None:
     poll = samples.poll(Era.C)
     wire = server().send_ok(decode_one(client().send(poll)), polled)
     assert normalized(answer(poll, wire).body) == polled
+
+
+@pytest.mark.parametrize("first", [1, 100, 255, 256, 300])
+def test_a_big_frame_whose_first_read_ends_inside_its_header(first: int) -> None:
+    """The first read ends inside (or just after) the 256-byte header, the rest of a big frame
+    comes in one read and is kept aside as it came: the header and then the body are read out of
+    that chunk. (The body was read from the wrong place when the header had already reached into
+    the kept chunk.)"""
+    command = UnknownCommand(code=999, payload=bytes(range(256)) * 300)
+    frame = client(Era.C).send(command)
+    codec = server()
+    codec.receive_data(frame[:first])
+    assert codec.next_request() is NEED_DATA
+    codec.receive_data(frame[first:])
+    got = codec.next_request()
+    assert isinstance(got, IggyRequest) and got.command == command
