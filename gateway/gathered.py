@@ -1,16 +1,24 @@
-"""Gathering writes: a frame in pieces (a head, then stored bytes as they are) goes to a plain
-socket in one ``sendmsg``, not joined into one copy first. Used by the listeners' writers and
-the backends' connections; TLS streams are given one joined write instead."""
+"""A plain socket's fast paths, shared by the listeners and the backends' connections.
+
+Gathering writes: a frame in pieces (a head, then stored bytes as they are) goes to a plain
+socket in one ``sendmsg``, not joined into one copy first; TLS streams are given one joined
+write instead. The receive low-water mark (``WakeWhole``): a reader in the middle of a big
+frame wakes once the rest of it has come, not at every burst of segments."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterable
 
 import trio
 
 from protocols._wire import Piece
 
-__all__ = ["coalesced", "send_gathered", "socket_of"]
+__all__ = ["WAKE_WHOLE_FROM", "WakeWhole", "coalesced", "send_gathered", "socket_of"]
+
+# A frame still this many bytes short wakes its reader only once they are all there: below it,
+# the two setsockopt calls would cost more than the passes through trio's loop they save.
+WAKE_WHOLE_FROM = 65536
 
 _IOV_MAX = 1024  # buffers one sendmsg takes (Linux's UIO_MAXIOV)
 _SMALL = 2048  # pieces below this are joined with their neighbours: one iovec each would cost more
@@ -54,3 +62,28 @@ async def send_gathered(sock: trio.socket.SocketType, buffers: list[Piece]) -> N
             else:
                 buffers[i] = memoryview(buf).cast("B")[sent:]
                 sent = 0
+
+
+class WakeWhole:
+    """SO_RCVLOWAT on a plain socket: ``expect(missing)`` before a receive makes it return once
+    ``missing`` bytes have come (the rest of a frame that nothing can be parsed without), or at
+    once when they are few. Set only when it changes: twice per big frame. EOF, an error or
+    the caller's deadline still end the wait (the kernel reports them whatever the mark).
+    Nothing under TLS, where the socket's bytes are records, not the frame's."""
+
+    __slots__ = ("_low", "_socket")
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self._socket = socket_of(stream)
+        self._low = 1
+
+    def expect(self, missing: int) -> None:
+        low = missing if missing >= WAKE_WHOLE_FROM else 1
+        if low == self._low or self._socket is None:
+            return
+        try:
+            self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, low)
+        except OSError:
+            self._socket = None  # not settable here: wake at every burst, as without it
+            return
+        self._low = low

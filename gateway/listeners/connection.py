@@ -38,6 +38,7 @@ import trio
 from prometheus_client import Gauge
 
 from gateway.access_log import AccessLog, Client
+from gateway.gathered import WAKE_WHOLE_FROM, WakeWhole
 from gateway.histograms import Observer
 from gateway.metrics import Metrics
 from gateway.router import RequestContext
@@ -78,10 +79,16 @@ class Buffered:
     bounded by ``max_frame_bytes``, but a client that needs no login (Rog, Kafka without SASL)
     could hold a frame that size on every connection it opens; past ``max_buffered_bytes`` in
     all, the connection that grows the total with more than ``BUFFERED_FLOOR`` of its own is
-    closed (``reason="memory"``), as Kafka's ``queued.max.request.bytes`` refuses to read."""
+    closed (``reason="memory"``), as Kafka's ``queued.max.request.bytes`` refuses to read.
+
+    ``awaited``: the rest of big frames that connections let the kernel gather before they
+    wake (``WakeWhole``), not yet read. Kept under a quarter of ``max_buffered_bytes``: past
+    it, connections read as the bytes come, counted in ``total``, so the memory a client can
+    make the gateway's sockets hold stays bounded too."""
 
     def __init__(self) -> None:
         self.total = 0
+        self.awaited = 0
 
 
 BUFFERED = Buffered()
@@ -253,6 +260,10 @@ class Connection:
         # trio.SSLStream's ssl.SSLObject (a private attribute: without it, one record per
         # receive, which is only slower).
         self._tls_object: Any = getattr(stream, "_ssl_object", None) if secure else None
+        # A big frame's rest in one receive, not one per burst of segments (each a pass through
+        # trio's loop).
+        self._wake = WakeWhole(stream)
+        self._awaited = 0  # what this connection counts in BUFFERED.awaited
         self._send = send_channel
         self._bytes_in = metrics.bytes_received.labels(protocol)
         self._bytes_out = metrics.bytes_sent.labels(protocol)
@@ -368,15 +379,29 @@ class Connection:
         elif buffered <= last_size or self._frame_started is None:
             self._frame_started = last_at
         self._feeding = codec
+        self._await(min(codec.missing, _RECEIVE_MID_FRAME_BYTES) if buffered else 0)
         try:
             data = await self.receive(_RECEIVE_MID_FRAME_BYTES if buffered else _RECEIVE_BYTES)
         finally:
             self._feeding = None
+            BUFFERED.awaited -= self._awaited
+            self._awaited = 0
         if data:
             codec.receive_data(data)
             self._hold(codec.buffered)
         else:
             codec.receive_eof()
+
+    def _await(self, missing: int) -> None:
+        """Let the kernel gather the ``missing`` rest of a big frame before the receive wakes,
+        while what all connections await that way stays under a quarter of the budget."""
+        cap = self.limits.max_buffered_bytes
+        if missing >= WAKE_WHOLE_FROM and (cap <= 0 or BUFFERED.awaited + missing <= cap // 4):
+            BUFFERED.awaited += missing
+            self._awaited = missing
+        else:
+            missing = 0
+        self._wake.expect(missing)
 
     def _hold(self, buffered: int) -> None:
         grown = buffered - self._held

@@ -18,7 +18,7 @@ class ReceiveBuffer:
     many reads; joining them once when the frame is taken is one copy of its bytes, where
     appending each to ``_data`` first was two (and a realloc at every growth)."""
 
-    __slots__ = ("_data", "_head", "_mark", "_more", "_more_size", "max_frame_size")
+    __slots__ = ("_data", "_head", "_mark", "_more", "_more_size", "max_frame_size", "missing")
 
     def __init__(self, max_frame_size: int) -> None:
         self._data = bytearray()
@@ -27,8 +27,12 @@ class ReceiveBuffer:
         self._head = 0  # read position of the parse in progress
         self._mark = 0  # start of the frame being parsed (last commit)
         self.max_frame_size = max_frame_size
+        # How many more bytes the last read that came up short waited for (0: none did since
+        # the last commit): what the frame in progress still needs before it can be parsed.
+        self.missing = 0
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
+        self.missing = max(0, self.missing - len(data))
         if self._more or (len(self._data) > self._mark and len(data) >= _DEFER_FROM):
             self._more.append(bytes(data))  # a no-op on bytes
             self._more_size += len(data)
@@ -60,11 +64,21 @@ class ReceiveBuffer:
         if declared < 0 or declared > self.max_frame_size:
             raise FrameTooLarge(declared, self.max_frame_size, hint=hint)
 
+    def available(self, n: int) -> bool:
+        """Whether ``n`` bytes from the read position have arrived (if not, ``missing`` says
+        how many more)."""
+        short = self._head + n - self._size()
+        if short > 0:
+            self.missing = short
+            return False
+        return True
+
     def consume_exactly(self, n: int) -> bytes | None:
         """Take ``n`` bytes, or ``None`` (and take nothing) if fewer have arrived."""
         end = self._head + n
         if end > len(self._data):
             if end > self._size():
+                self.missing = end - self._size()
                 return None
             out = self._joined(end)
         else:
@@ -96,6 +110,7 @@ class ReceiveBuffer:
     def peek(self, n: int) -> bytes | None:
         end = self._head + n
         if end > self._size():
+            self.missing = end - self._size()
             return None
         if end > len(self._data):
             self._merge()
@@ -110,6 +125,7 @@ class ReceiveBuffer:
     def commit(self) -> None:
         """The frame is complete: drop its bytes."""
         self._mark = self._head
+        self.missing = 0
         if self._mark >= len(self._data) and self._more:
             # The frame ended in the chunks kept aside: what follows it starts a new ``_data``.
             rest = self._mark - len(self._data)

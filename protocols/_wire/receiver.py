@@ -28,6 +28,13 @@ class Receiver:
         return len(self._buffer)
 
     @property
+    def missing(self) -> int:
+        """When the last parse stopped short (NEED_DATA) inside a frame: how many more bytes it
+        waits for; nothing can be parsed before they have come (a listener need not wake
+        sooner). 0 when not known."""
+        return self._buffer.missing if len(self._buffer) else 0
+
+    @property
     def max_frame_size(self) -> int:
         return self._buffer.max_frame_size
 

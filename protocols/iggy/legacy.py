@@ -43,7 +43,7 @@ def read_legacy_request(buffer: ReceiveBuffer) -> tuple[int, bytes] | None:
     if length < 4:
         raise RemoteProtocolError(f"request length {length} leaves no room for its code")
     buffer.check_size(length)  # before waiting for (or allocating) the payload
-    if len(buffer) < 4 + length:
+    if not buffer.available(4 + length):
         return None
     buffer.consume_exactly(PREFIX_SIZE)
     payload = buffer.consume_exactly(length - 4)
@@ -58,7 +58,7 @@ def read_legacy_reply(buffer: ReceiveBuffer) -> tuple[int, bytes] | None:
         return None
     status, length = prefix
     buffer.check_size(length)
-    if len(buffer) < PREFIX_SIZE + length:
+    if not buffer.available(PREFIX_SIZE + length):
         return None
     buffer.consume_exactly(PREFIX_SIZE)
     payload = buffer.consume_exactly(length)

@@ -112,7 +112,7 @@ def _frame(buffer: ReceiveBuffer) -> bytes | None:
         return None
     (size,) = I32_BE.unpack(prefix)
     buffer.check_size(size)
-    if len(buffer) < 4 + size:
+    if not buffer.available(4 + size):
         return None
     buffer.consume_exactly(4)
     frame = buffer.consume_exactly(size)

@@ -65,7 +65,7 @@ class _Codec(Receiver):
             return self._idle("frame")
         (size,) = U32_BE.unpack(prefix)
         buffer.check_size(size, hint=ResponseCode.FRAME_TOO_LARGE)
-        if len(buffer) < 4 + size:
+        if not buffer.available(4 + size):
             return self._idle("frame")
         buffer.consume_exactly(4)
         data = buffer.consume_exactly(size)

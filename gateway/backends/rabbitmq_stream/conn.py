@@ -34,7 +34,7 @@ import trio
 
 from gateway.backends.tls import TlsClient
 from gateway.backends.watchdog import Watchdog
-from gateway.gathered import coalesced, send_gathered, socket_of
+from gateway.gathered import WakeWhole, coalesced, send_gathered, socket_of
 from gateway.model import BackendUnavailable, GatewayError, Timeout
 from gateway.translate.rabbitmq_stream.errors import code_name, error_of
 from protocols import rabbitmq_stream as rs
@@ -321,9 +321,11 @@ class Connection:
 
     async def _reader(self) -> None:
         codec = self._codec
+        wake = WakeWhole(self._stream)  # a big Deliver's rest in one receive
         while True:
             frame = codec.next_frame()
             if frame is rs.NEED_DATA:
+                wake.expect(min(codec.missing, READ_SIZE))
                 data = await self._stream.receive_some(READ_SIZE)
                 if data:
                     codec.receive_data(bytes(data))  # a no-op on bytes; TLS may give bytearray

@@ -49,16 +49,23 @@ class SizedCodec(Receiver):
         return self._idle("frame")
 
 
+RECEIVES: list[int] = []  # how many receives each frame took (a test clears it first)
+
+
 async def handle(conn: Connection) -> None:
     codec = SizedCodec(FULL)
+    receives = 0
     while True:
         frame = codec.next_frame()
         if frame is NEED_DATA:
             await conn.feed(codec)
+            receives += 1
             continue
         if frame is CONNECTION_CLOSED:
             return
         assert isinstance(frame, bytes)
+        RECEIVES.append(receives)
+        receives = 0
         if frame == b"login":
             conn.authenticated()
         await conn.send(b"ok %d\n" % len(frame))
@@ -301,3 +308,44 @@ async def _closed_soon(stream: trio.SocketStream) -> bool:
         except trio.BrokenResourceError:
             return True
     return False
+
+
+BIG = 600_000
+
+
+async def test_the_rest_of_a_big_frame_is_received_in_one_wake() -> None:
+    """Once a big frame's size is read, the listener's socket wakes its reader only when the
+    whole rest has come (SO_RCVLOWAT): the frame, sent in 6 bursts 50 ms apart, takes a few
+    receives (the first read, what was already there, then the rest), not one a burst (7 or
+    more). A small frame right after is answered at once: the mark is back to one byte."""
+    with trio.fail_after(10):
+        async with listening(authenticates=False) as lst:
+            stream = await lst.connect()
+            async with stream:
+                RECEIVES.clear()
+                data = frame(b"b" * BIG)
+                step = len(data) // 6 + 1
+                for at in range(0, len(data), step):
+                    await stream.send_all(data[at : at + step])
+                    await trio.sleep(0.05)
+                assert await answers(stream, 1) == b"ok %d\n" % BIG
+                await stream.send_all(frame(b"small"))
+                assert await answers(stream, 1) == b"ok 5\n"
+            assert len(RECEIVES) == 2 and RECEIVES[0] <= 4 and RECEIVES[1] <= 2
+            assert BUFFERED.awaited == 0  # no longer waited for
+
+
+async def test_a_big_frame_that_stops_coming_is_cut_at_the_request_deadline() -> None:
+    """A reader waiting for the rest of a big frame still has the request deadline. (Under a
+    small budget, ``test_partial_frames_are_bounded_for_the_whole_process`` shows that
+    connections read as the bytes come instead, and are counted.)"""
+    with trio.fail_after(10):
+        async with listening(authenticates=False, request_timeout_s=0.5) as lst:
+            stream = await lst.connect()
+            t0 = trio.current_time()
+            await stream.send_all(frame(b"b" * BIG)[:200_000])
+            assert await until_closed(stream) == b""
+            assert 0.4 <= trio.current_time() - t0 < 3
+            await stream.aclose()
+            assert lst.errors("request_timeout") == 1
+            assert BUFFERED.awaited == 0  # released when the wait was cut
