@@ -77,6 +77,11 @@ class WakeWhole:
         self._socket = socket_of(stream)
         self._low = 1
 
+    @property
+    def settable(self) -> bool:
+        """Whether the mark is set here at all (a plain socket that took it)."""
+        return self._socket is not None
+
     def expect(self, missing: int) -> None:
         low = missing if missing >= WAKE_WHOLE_FROM else 1
         if low == self._low or self._socket is None:

@@ -396,7 +396,11 @@ class Connection:
         """Let the kernel gather the ``missing`` rest of a big frame before the receive wakes,
         while what all connections await that way stays under a quarter of the budget."""
         cap = self.limits.max_buffered_bytes
-        if missing >= WAKE_WHOLE_FROM and (cap <= 0 or BUFFERED.awaited + missing <= cap // 4):
+        if (
+            missing >= WAKE_WHOLE_FROM
+            and self._wake.settable  # (under TLS the bytes are read as they come)
+            and (cap <= 0 or BUFFERED.awaited + missing <= cap // 4)
+        ):
             BUFFERED.awaited += missing
             self._awaited = missing
         else:
