@@ -2,6 +2,7 @@
 SCRAM-SHA-256/512 in both roles) for every codec."""
 
 from .buffer import ReceiveBuffer
+from .columns import column, same_in_every
 from .errors import FrameTooLarge, LocalProtocolError, ProtocolError, RemoteProtocolError
 from .gather import Gather, Piece
 from .primitives import (
@@ -75,6 +76,7 @@ __all__ = [
     "ScramKeys",
     "ScramMismatch",
     "ScramServer",
+    "column",
     "decode_uvarint",
     "decode_uvarlong",
     "decode_varint",
@@ -84,5 +86,6 @@ __all__ = [
     "encode_varint",
     "parse_client_first",
     "parse_plain",
+    "same_in_every",
     "verify_transcript",
 ]

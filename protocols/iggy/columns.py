@@ -16,6 +16,8 @@ from functools import lru_cache
 
 from xxhash import xxh3_64_digest
 
+from protocols._wire import column, same_in_every
+
 __all__ = ["UniformFrames", "uniform_frames"]
 
 FRAME_HEADER_SIZE = 48
@@ -52,14 +54,9 @@ class UniformFrames:
     def column(self, at: int, width: int, first: int = 0, last: int | None = None) -> bytes:
         """Bytes ``at .. at + width`` of frames ``first .. last``, frame after frame."""
         last = self.count if last is None else last
-        data, stride = self.data, self.stride
+        stride = self.stride
         begin, stop = self.start + first * stride + at, self.start + last * stride
-        if width == 1:
-            return data[begin:stop:stride]
-        out = bytearray(width * (last - first))
-        for k in range(width):
-            out[k::width] = data[begin + k : stop : stride]
-        return bytes(out)
+        return column(self.data, begin, stop, stride, width)
 
     def checksums(self, first: int = 0, last: int | None = None) -> bytes:
         """The frames' u64 checksums as they are on the wire, one after the other (what the
@@ -113,11 +110,9 @@ def uniform_frames(data: bytes, start: int, end: int, count: int) -> UniformFram
     if frames.end != end or data[start + _RESERVED_AT : start + FRAME_HEADER_SIZE] != _NO_RESERVED:
         return None
     # Lengths and reserved field (bytes 32..47) equal to the first frame's in every frame.
-    stride = frames.stride
-    for at in range(start + _LENGTHS_AT, start + FRAME_HEADER_SIZE):
-        column = data[at:end:stride]
-        if column.count(column[0]) != count:
-            return None
+    width = FRAME_HEADER_SIZE - _LENGTHS_AT
+    if not same_in_every(data, start + _LENGTHS_AT, end, frames.stride, width):
+        return None
     return frames
 
 

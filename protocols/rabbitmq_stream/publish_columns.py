@@ -5,13 +5,15 @@ one size; then the items form a table (item ``i`` starts at ``pos + i * stride``
 are eight strided slices of the frame that C copies out, unpacked in one call, with no Python
 step per entry. Anything else (sizes that differ, a sub-batch, items that do not end where the
 frame does) is None here, and the entry-by-entry scan, which words the errors, reads the frame.
-The same idea as Iggy's column reads (protocols/iggy/columns.py).
+The same column reads as Iggy's (protocols._wire.columns).
 """
 
 from __future__ import annotations
 
 import struct
 from functools import lru_cache
+
+from protocols._wire import column, same_in_every
 
 __all__ = ["MIN_ITEMS", "SUB_BATCH_SIZE", "uniform_items"]
 
@@ -32,14 +34,9 @@ def uniform_items(data: bytes, pos: int, end: int, n: int) -> tuple[tuple[int, .
     stride = _ITEM_HEAD + size
     if size & SUB_BATCH_SIZE or pos + n * stride != end:
         return None
-    # Each byte of the length field equal to the first item's, in every item.
-    for k in range(_ID_SIZE, _ITEM_HEAD):
-        column = data[pos + k : end : stride]
-        if column.count(column[0]) != n:
-            return None
-    ids = bytearray(_ID_SIZE * n)
-    for k in range(_ID_SIZE):
-        ids[k::_ID_SIZE] = data[pos + k : end : stride]
+    if not same_in_every(data, pos + _ID_SIZE, end, stride, _LENGTH_SIZE):
+        return None  # lengths that differ
+    ids = column(data, pos, end, stride, _ID_SIZE)
     return _ids(n).unpack(ids), range(pos, end, stride)
 
 

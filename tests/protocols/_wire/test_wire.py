@@ -13,12 +13,14 @@ from protocols._wire import (
     FrameTooLarge,
     ReceiveBuffer,
     RemoteProtocolError,
+    column,
     decode_uvarint,
     decode_uvarlong,
     decode_varint,
     decode_varlong,
     encode_uvarint,
     encode_varint,
+    same_in_every,
 )
 
 FAST = settings(max_examples=150, deadline=None)
@@ -248,3 +250,26 @@ def test_overlong_varint_raises(decode: Decode, limit: int) -> None:
 def test_negative_uvarint_is_refused() -> None:
     with pytest.raises(ValueError):
         encode_uvarint(-1)
+
+
+# --- columns ----------------------------------------------------------------------------------
+
+
+@FAST
+@given(
+    records=st.lists(st.binary(min_size=6, max_size=6), min_size=1, max_size=30),
+    prefix=st.binary(max_size=5),
+    at=st.integers(0, 5),
+    width=st.integers(1, 3),
+)
+def test_a_column_is_the_field_of_every_record(
+    records: list[bytes], prefix: bytes, at: int, width: int
+) -> None:
+    """Records of 6 bytes after a prefix: the field at ``at`` (clipped to the record) of each,
+    one after the other, against a Python loop; same_in_every against a set."""
+    width = min(width, 6 - at)
+    data = prefix + b"".join(records)
+    begin, stop = len(prefix) + at, len(data)
+    fields = [r[at : at + width] for r in records]
+    assert column(data, begin, stop, 6, width) == b"".join(fields)
+    assert same_in_every(data, begin, stop, 6, width) == (len(set(fields)) == 1)
