@@ -3,7 +3,9 @@
 Gathering writes: a frame in pieces (a head, then stored bytes as they are) goes to a plain
 socket in one ``sendmsg``, not joined into one copy first; TLS streams are given one joined
 write instead. The receive low-water mark (``WakeWhole``): a reader in the middle of a big
-frame wakes once the rest of it has come, not at every burst of segments."""
+frame wakes once the rest of it has come, not at every burst of segments. Exact reads
+(``ExactReads``): after a big frame, reads end where frames do, so a big body is the chunk as
+read, not a join of several."""
 
 from __future__ import annotations
 
@@ -12,9 +14,11 @@ from collections.abc import Iterable
 
 import trio
 
-from protocols._wire import Piece
+from protocols._wire import Piece, Receiver
 
-__all__ = ["WAKE_WHOLE_FROM", "WakeWhole", "coalesced", "send_gathered", "socket_of"]
+__all__ = [
+    "WAKE_WHOLE_FROM", "ExactReads", "WakeWhole", "coalesced", "send_gathered", "socket_of",
+]  # fmt: skip
 
 # A frame still this many bytes short wakes its reader only once they are all there: below it,
 # the two setsockopt calls would cost more than the passes through trio's loop they save.
@@ -92,3 +96,37 @@ class WakeWhole:
             self._socket = None  # not settable here: wake at every burst, as without it
             return
         self._low = low
+
+
+class ExactReads:
+    """How much each read of a framed stream takes. A big frame's rest exactly (with
+    ``WakeWhole``'s mark, in one read), so that the read ends where the frame does; and the
+    frame after it, exactly what the codec asks for each time (its size prefix or header
+    first): if that one is big too, its body is one chunk as read, which the codec takes
+    without a copy, where a body begun in a 64 KiB read is joined out of its parts (a copy of
+    all of it), and a read running past a frame's end copies what follows it. Small frames
+    after a small one are read ``between`` bytes at a time, many in one read. Only on a plain
+    socket (``WakeWhole.settable``): TLS hands out records, not what was asked for."""
+
+    __slots__ = ("_big", "_exact", "between", "rest", "settable", "within")
+
+    def __init__(self, settable: bool, *, between: int, within: int, rest: int) -> None:
+        self.settable = settable
+        self.between = between  # a read between frames
+        self.within = within  # ... in the middle of one, when not read exactly
+        self.rest = rest  # at most, read exactly
+        self._big = False  # the frame being read had a big rest
+        self._exact = False  # the frame being read is read exactly (it follows a big one)
+
+    def size(self, codec: Receiver) -> int:
+        if not codec.buffered:
+            self._exact, self._big = self._big, False
+            wants = codec.wants
+            if self._exact and 0 < wants < self.between:
+                return wants
+            self._exact = False
+            return self.between
+        missing = min(codec.missing, self.rest)
+        if missing >= WAKE_WHOLE_FROM and self.settable:
+            self._exact = self._big = True
+        return missing if self._exact and missing > 0 else self.within

@@ -9,11 +9,12 @@ that phase. Whatever else the process does meanwhile (RabbitMQ's schedulers spin
 is part of its figure. Throughput (msg/s) is printed beside it.
 
 Ways, each a client against one server, every one measured with the existing benchmarks:
-``bench_kafka`` (confluent-kafka, acks=all, produce then consume; CPU per phase),
-``bench_iggy`` (apache-iggy, batches of 1,000 sent then polled) and ``bench_rabbitmq_stream``
-(rstream, AMQP messages in batches of 1,000, every one confirmed, then consumed); for the last
-two the CPU is metered around the whole call (send and poll together, with the clients'
-connections and the stream or topic made and deleted: on few messages that setup shows). The
+``bench_kafka`` (confluent-kafka, acks=all, produce then consume) and ``bench_iggy``
+(apache-iggy, batches of 1,000 sent then polled), both with the CPU of each phase (connecting,
+making and deleting the topic left out), and ``bench_rabbitmq_stream`` (rstream, AMQP messages
+in batches of 1,000, every one confirmed, then consumed), whose CPU is metered around the whole
+call (publish and consume together, with the clients' connections and the stream made and
+deleted: on few messages that setup shows). The
 rows (``ROWS``) put ways side by side: streamgate embedded against the broker direct,
 streamgate as a proxy on the broker (its own CPU and the broker's behind it, against the broker
 direct), and 1,000 Kafka partitions against one.
@@ -83,8 +84,9 @@ def _together(name: str, *phases: Phase, cpu_s: Mapping[str, float] | None = Non
 
 class Meter:
     """CPU of named process trees, sampled at each call. The call returns the first tree's
-    total, so that it serves as ``bench_kafka``'s ``cpu``, which it samples four times: before
-    and after producing, before and after consuming."""
+    total, so that it serves as ``bench_kafka``'s and ``bench_iggy``'s ``cpu``, which each
+    samples four times: before and after producing (sending), before and after consuming
+    (polling)."""
 
     def __init__(self, pids: Mapping[str, int]) -> None:
         self.pids = dict(pids)
@@ -132,11 +134,14 @@ def _metered(pids: Mapping[str, int], run: Callable[[], _T]) -> tuple[_T, dict[s
 
 
 def _iggy(end: Endpoint, size: int, messages: int) -> list[Phase]:
-    r, cpu = _metered(end.pids, lambda: bench_iggy(end.address, message_size=size,
-                                                   messages=messages))  # fmt: skip
-    send = Phase(name="send", messages=r.messages, seconds=r.send_seconds)
-    poll = Phase(name="poll", messages=r.polled, seconds=r.poll_seconds)
-    return [send, poll, _together("send+poll", send, poll, cpu_s=cpu)]
+    meter = Meter(end.pids)
+    r = bench_iggy(end.address, message_size=size, messages=messages, cpu=meter)
+    if len(meter.samples) != 4:
+        raise RuntimeError(f"bench_iggy sampled the CPU {len(meter.samples)} times, not 4")
+    send = Phase(name="send", messages=r.messages, seconds=r.send_seconds,
+                 cpu_s=meter.spent(0, 1))  # fmt: skip
+    poll = Phase(name="poll", messages=r.polled, seconds=r.poll_seconds, cpu_s=meter.spent(2, 3))
+    return [send, poll, _together("send+poll", send, poll)]
 
 
 def _rstream(end: Endpoint, size: int, messages: int) -> list[Phase]:

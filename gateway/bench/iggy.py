@@ -13,6 +13,7 @@ import asyncio
 import os
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 _STREAM = "bench"
@@ -28,6 +29,8 @@ class IggyBenchResult:
     polled: int
     send_p50_ms: float  # one batch sent and confirmed
     send_p99_ms: float
+    send_cpu_s: float | None = None  # the server's CPU while sending / polling (``cpu``)
+    poll_cpu_s: float | None = None
 
     def format(self) -> str:
         size = self.message_size
@@ -51,7 +54,14 @@ async def _client(address: str, username: str, password: str) -> object:
 
 
 async def _bench(
-    address: str, *, size: int, batch: int, messages: int, username: str, password: str
+    address: str,
+    *,
+    size: int,
+    batch: int,
+    messages: int,
+    username: str,
+    password: str,
+    cpu: Callable[[], float] | None,
 ) -> IggyBenchResult:
     from apache_iggy import Consumer, IggyClient, PollingStrategy, SendMessage
 
@@ -65,6 +75,7 @@ async def _bench(
     one_batch = [SendMessage(payload) for _ in range(batch)]
     latencies = []
     sent = 0
+    cpu0 = cpu() if cpu is not None else 0.0
     t0 = time.perf_counter()
     while sent < messages:
         n = min(batch, messages - sent)
@@ -73,11 +84,13 @@ async def _bench(
         latencies.append(time.perf_counter() - t)
         sent += n
     send_seconds = time.perf_counter() - t0
+    send_cpu = cpu() - cpu0 if cpu is not None else None
 
     consumer = await _client(address, username, password)
     assert isinstance(consumer, IggyClient)
     polled = 0
     offset = 0
+    cpu0 = cpu() if cpu is not None else 0.0
     t0 = time.perf_counter()
     while polled < messages:
         got = await consumer.poll_messages(
@@ -92,6 +105,7 @@ async def _bench(
         polled += len(got)
         offset = got[-1].offset() + 1
     poll_seconds = time.perf_counter() - t0
+    poll_cpu = cpu() - cpu0 if cpu is not None else None
     await producer.delete_topic(_STREAM, topic)
     await producer.ping()  # iggy.md §1.1: settle the heartbeat before the runtime exits
     latencies.sort()
@@ -104,6 +118,8 @@ async def _bench(
         polled=polled,
         send_p50_ms=latencies[len(latencies) // 2] * 1000,
         send_p99_ms=latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000,
+        send_cpu_s=send_cpu,
+        poll_cpu_s=poll_cpu,
     )
 
 
@@ -115,10 +131,14 @@ def bench_iggy(
     messages: int = 1_000_000,
     username: str = "iggy",
     password: str = "iggy",
+    cpu: Callable[[], float] | None = None,
 ) -> IggyBenchResult:
+    """``cpu`` (the server's CPU seconds so far), when given, is sampled before and after
+    sending and before and after polling: the figures leave out connecting, logging in and
+    making and deleting the topic, as ``bench_kafka``'s do."""
     return asyncio.run(
         _bench(address, size=message_size, batch=batch, messages=messages, username=username,
-               password=password)
+               password=password, cpu=cpu)
     )  # fmt: skip
 
 

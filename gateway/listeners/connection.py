@@ -38,7 +38,7 @@ import trio
 from prometheus_client import Gauge
 
 from gateway.access_log import AccessLog, Client
-from gateway.gathered import WAKE_WHOLE_FROM, WakeWhole
+from gateway.gathered import WAKE_WHOLE_FROM, ExactReads, WakeWhole
 from gateway.histograms import Observer
 from gateway.metrics import Metrics
 from gateway.router import RequestContext
@@ -49,6 +49,7 @@ log = structlog.get_logger("streamgate.session")
 _TLS_BATCH_BYTES = 65536  # what one receive hands the codec at most over TLS
 _RECEIVE_BYTES = 65536  # one read from the socket, between frames
 _RECEIVE_MID_FRAME_BYTES = 1 << 20  # ... and in the middle of one (a big send arrives in fewer)
+_RECEIVE_REST_BYTES = 4 << 20  # ... and the rest of a big frame, read to its end (ExactReads)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -264,6 +265,10 @@ class Connection:
         # trio's loop).
         self._wake = WakeWhole(stream)
         self._awaited = 0  # what this connection counts in BUFFERED.awaited
+        self._reads = ExactReads(
+            self._wake.settable, between=_RECEIVE_BYTES, within=_RECEIVE_MID_FRAME_BYTES,
+            rest=_RECEIVE_REST_BYTES,
+        )  # fmt: skip
         self._send = send_channel
         self._bytes_in = metrics.bytes_received.labels(protocol)
         self._bytes_out = metrics.bytes_sent.labels(protocol)
@@ -379,9 +384,9 @@ class Connection:
         elif buffered <= last_size or self._frame_started is None:
             self._frame_started = last_at
         self._feeding = codec
-        self._await(min(codec.missing, _RECEIVE_MID_FRAME_BYTES) if buffered else 0)
+        self._await(min(codec.missing, _RECEIVE_REST_BYTES) if buffered else 0)
         try:
-            data = await self.receive(_RECEIVE_MID_FRAME_BYTES if buffered else _RECEIVE_BYTES)
+            data = await self.receive(self._reads.size(codec))
         finally:
             self._feeding = None
             BUFFERED.awaited -= self._awaited

@@ -35,6 +35,13 @@ class Receiver:
         return self._buffer.missing if len(self._buffer) else 0
 
     @property
+    def wants(self) -> int:
+        """Like ``missing``, and also between frames: how many bytes the last parse that
+        stopped short asked for beyond those it had (with none buffered, the head a frame
+        starts with: its size prefix or header). 0 when not known."""
+        return self._buffer.missing
+
+    @property
     def max_frame_size(self) -> int:
         return self._buffer.max_frame_size
 

@@ -81,3 +81,23 @@ def test_rows_without_their_broker_are_skipped_and_said(
     assert "skipped rabbitmq-proxy: needs --rabbitmq-url and --rabbitmq-pid" in shown
     found = json.loads(out.read_text())
     assert found["rows"] == [] and set(found["skipped"]) == {"kafka", "rabbitmq-proxy"}
+
+
+async def test_iggy_row_meters_send_and_poll(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The Iggy row (apache-iggy against an embedded gateway) meters sending and polling
+    apart, as the Kafka rows do producing and consuming: send+poll is their sum."""
+    out = tmp_path / "compare.json"
+    argv = ["bench", "compare", "--rows", "iggy", "--sizes", "1024", "--messages", str(MESSAGES),
+            "--rounds", "1", "--no-warm-up", "--json", str(out)]  # fmt: skip
+    with trio.fail_after(90):
+        code = await trio.to_thread.run_sync(lambda: main(argv), abandon_on_cancel=True)
+    assert code == 0
+    (row,) = json.loads(out.read_text())["rows"]
+    (phases,) = row["ways"]["iggy-embedded"]["rounds"]
+    assert [p["name"] for p in phases] == ["send", "poll", "send+poll"]
+    assert all(p["messages"] == MESSAGES for p in phases)
+    send, poll, both = (p["cpu_s"]["gateway"] for p in phases)
+    assert send > 0 and poll > 0 and both == pytest.approx(send + poll)
+    assert "skipped" not in capsys.readouterr().out

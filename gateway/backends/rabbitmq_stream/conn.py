@@ -34,7 +34,7 @@ import trio
 
 from gateway.backends.tls import TlsClient
 from gateway.backends.watchdog import Watchdog
-from gateway.gathered import WakeWhole, coalesced, send_gathered, socket_of
+from gateway.gathered import ExactReads, WakeWhole, coalesced, send_gathered, socket_of
 from gateway.model import BackendUnavailable, GatewayError, Timeout
 from gateway.translate.rabbitmq_stream.errors import code_name, error_of
 from protocols import rabbitmq_stream as rs
@@ -46,6 +46,7 @@ log = structlog.get_logger("streamgate.backend.rabbitmq_stream")
 RECEIVE_LIMIT: Final = 64 << 20  # largest frame accepted from the broker (a Deliver of big chunks)
 OUTBOX_LIMIT: Final = 4 << 20  # queued bytes above which publishers wait for the writer
 READ_SIZE: Final = 1 << 20
+READ_REST: Final = 4 << 20  # at most, a big Deliver's rest read to its end (ExactReads)
 DEAD_INTERVALS: Final = 2.5  # heartbeat intervals of silence before the broker counts as gone
 MAX_IDS: Final = 256  # publisher and subscription ids are uint8 (§12)
 
@@ -322,11 +323,13 @@ class Connection:
     async def _reader(self) -> None:
         codec = self._codec
         wake = WakeWhole(self._stream)  # a big Deliver's rest in one receive
+        reads = ExactReads(wake.settable, between=READ_SIZE, within=READ_SIZE, rest=READ_REST)
         while True:
             frame = codec.next_frame()
             if frame is rs.NEED_DATA:
-                wake.expect(min(codec.missing, READ_SIZE))
-                data = await self._stream.receive_some(READ_SIZE)
+                size = reads.size(codec)
+                wake.expect(min(codec.missing, READ_REST) if codec.buffered else 0)
+                data = await self._stream.receive_some(size)
                 if data:
                     codec.receive_data(bytes(data))  # a no-op on bytes; TLS may give bytearray
                 else:

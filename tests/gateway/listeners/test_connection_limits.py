@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -31,9 +32,14 @@ PREAUTH = 1024
 
 
 class SizedCodec(Receiver):
-    """``[u32 size][payload]``, the size checked against the limit before waiting for the rest."""
+    """``[u32 size][payload]``, the size checked against the limit before waiting for the rest.
+    Each read's size goes to ``READS``."""
 
     __slots__ = ()
+
+    def receive_data(self, data: bytes) -> None:
+        READS.append(len(data))
+        super().receive_data(data)
 
     def next_frame(self) -> bytes | NeedData | ConnectionClosed:
         buffer = self._buffer
@@ -50,6 +56,7 @@ class SizedCodec(Receiver):
 
 
 RECEIVES: list[int] = []  # how many receives each frame took (a test clears it first)
+READS: list[int] = []  # the size of each read (a test clears it first)
 
 
 async def handle(conn: Connection) -> None:
@@ -333,6 +340,30 @@ async def test_the_rest_of_a_big_frame_is_received_in_one_wake() -> None:
                 assert await answers(stream, 1) == b"ok 5\n"
             assert len(RECEIVES) == 2 and RECEIVES[0] <= 4 and RECEIVES[1] <= 2
             assert BUFFERED.awaited == 0  # no longer waited for
+
+
+async def test_after_a_big_frame_reads_end_where_frames_do() -> None:
+    """A big frame's rest is read to its end exactly; the next frame's size prefix alone, then
+    its body exactly (one chunk, which the codec takes as it is). So no read runs past the end
+    of a big frame, nor of the frame after one. Small frames after a small one are read
+    together again."""
+    bodies = [b"a" * BIG, b"b" * (BIG + 1), b"c" * 70_000, b"d" * 10]
+    smalls = [b"e" * 20, b"f" * 30]
+    with trio.fail_after(10):
+        async with listening(authenticates=False) as lst:
+            stream = await lst.connect()
+            async with stream:
+                READS.clear()
+                await stream.send_all(b"".join(map(frame, bodies)))
+                expected = b"".join(b"ok %d\n" % len(b) for b in bodies)
+                assert await answers(stream, len(bodies)) == expected
+                await stream.send_all(b"".join(map(frame, smalls)))  # one segment
+                assert await answers(stream, 2) == b"ok 20\nok 30\n"
+    read_ends = list(itertools.accumulate(READS))
+    frame_ends = list(itertools.accumulate(len(frame(b)) for b in bodies + smalls))
+    assert set(frame_ends[:4]) <= set(read_ends)
+    assert {end + SIZE.size for end in frame_ends[:3]} <= set(read_ends)  # prefixes alone
+    assert read_ends[-1] == frame_ends[-1] and frame_ends[-2] not in read_ends  # smalls: one read
 
 
 async def test_a_big_frame_that_stops_coming_is_cut_at_the_request_deadline() -> None:

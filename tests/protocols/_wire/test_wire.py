@@ -257,19 +257,29 @@ def test_negative_uvarint_is_refused() -> None:
 
 @FAST
 @given(
-    records=st.lists(st.binary(min_size=6, max_size=6), min_size=1, max_size=30),
-    prefix=st.binary(max_size=5),
-    at=st.integers(0, 5),
-    width=st.integers(1, 3),
+    stride=st.sampled_from([1, 2, 3, 4, 6, 8, 12, 16, 24]),
+    data=st.data(),
+    prefix=st.binary(max_size=9),
 )
 def test_a_column_is_the_field_of_every_record(
-    records: list[bytes], prefix: bytes, at: int, width: int
+    stride: int, data: st.DataObject, prefix: bytes
 ) -> None:
-    """Records of 6 bytes after a prefix: the field at ``at`` (clipped to the record) of each,
-    one after the other, against a Python loop; same_in_every against a set."""
-    width = min(width, 6 - at)
-    data = prefix + b"".join(records)
-    begin, stop = len(prefix) + at, len(data)
-    fields = [r[at : at + width] for r in records]
-    assert column(data, begin, stop, 6, width) == b"".join(fields)
-    assert same_in_every(data, begin, stop, 6, width) == (len(set(fields)) == 1)
+    """Records of ``stride`` bytes after a prefix (any alignment), alike but for a few bytes
+    changed: the field at ``at`` of each, one after the other, against a Python loop;
+    same_in_every against a set. Strides and widths of 2, 4 and 8 take the wider units."""
+    at = data.draw(st.integers(0, stride - 1))
+    width = data.draw(
+        st.sampled_from(sorted({1, 2, 4, 8, stride - at} & set(range(1, stride - at + 1))))
+    )
+    one = data.draw(st.binary(min_size=stride, max_size=stride))
+    records = [bytearray(one) for _ in range(data.draw(st.integers(1, 30)))]
+    # A few bytes changed here and there: inside the field or not, in one record or several.
+    changes = st.tuples(st.integers(0, len(records) - 1), st.integers(0, stride - 1),
+                        st.integers(0, 255))  # fmt: skip
+    for record, pos, value in data.draw(st.lists(changes, max_size=3)):
+        records[record][pos] = value
+    raw = prefix + b"".join(records)
+    begin, stop = len(prefix) + at, len(raw)
+    fields = [bytes(r[at : at + width]) for r in records]
+    assert column(raw, begin, stop, stride, width) == b"".join(fields)
+    assert same_in_every(raw, begin, stop, stride, width) == (len(set(fields)) == 1)
