@@ -2,10 +2,10 @@
 
 Gathering writes: a frame in pieces (a head, then stored bytes as they are) goes to a plain
 socket in one ``sendmsg``, not joined into one copy first; TLS streams are given one joined
-write instead. The receive low-water mark (``WakeWhole``): a reader in the middle of a big
-frame wakes once the rest of it has come, not at every burst of segments. Exact reads
-(``ExactReads``): after a big frame, reads end where frames do, so a big body is the chunk as
-read, not a join of several."""
+write instead. The receive low-water mark (``WakeWhole``, the listeners'): a reader in the
+middle of a big frame wakes once the rest of it has come, not at every burst of segments.
+Exact reads (``ExactReads``): after a big frame, reads end where frames do, so a big body is
+the chunk as read, not a join of several."""
 
 from __future__ import annotations
 

@@ -9,12 +9,10 @@ that phase. Whatever else the process does meanwhile (RabbitMQ's schedulers spin
 is part of its figure. Throughput (msg/s) is printed beside it.
 
 Ways, each a client against one server, every one measured with the existing benchmarks:
-``bench_kafka`` (confluent-kafka, acks=all, produce then consume) and ``bench_iggy``
-(apache-iggy, batches of 1,000 sent then polled), both with the CPU of each phase (connecting,
-making and deleting the topic left out), and ``bench_rabbitmq_stream`` (rstream, AMQP messages
-in batches of 1,000, every one confirmed, then consumed), whose CPU is metered around the whole
-call (publish and consume together, with the clients' connections and the stream made and
-deleted: on few messages that setup shows). The
+``bench_kafka`` (confluent-kafka, acks=all, produce then consume), ``bench_iggy``
+(apache-iggy, batches of 1,000 sent then polled) and ``bench_rabbitmq_stream`` (rstream, AMQP
+messages in batches of 1,000, every one confirmed, then consumed), each with the CPU of each
+phase: connecting, logging in and making and deleting the topic or stream are left out. The
 rows (``ROWS``) put ways side by side: streamgate embedded against the broker direct,
 streamgate as a proxy on the broker (its own CPU and the broker's behind it, against the broker
 direct), and 1,000 Kafka partitions against one.
@@ -44,7 +42,6 @@ import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TypeVar
 
 from gateway.bench.iggy import bench_iggy
 from gateway.bench.kafka import bench_kafka, gateway_process, tree_cpu_seconds
@@ -53,7 +50,6 @@ from gateway.bench.rabbitmq_stream import bench_rabbitmq_stream
 PARTITIONS = 1000
 WARM_UP_MESSAGES = 2000
 ROLES = ("gateway", "broker")
-_T = TypeVar("_T")
 _TICKS = os.sysconf("SC_CLK_TCK")  # what /proc counts CPU in (proc(5))
 
 
@@ -73,13 +69,13 @@ class Phase:
         return {role: cpu / self.messages * 1e6 for role, cpu in self.cpu_s.items()}
 
 
-def _together(name: str, *phases: Phase, cpu_s: Mapping[str, float] | None = None) -> Phase:
+def _together(name: str, *phases: Phase) -> Phase:
     """The phases one after the other (a message's whole trip, produced and consumed), with
-    their CPU summed, or ``cpu_s`` when it was metered around them all."""
+    their CPU summed."""
     roles = sorted({role for p in phases for role in p.cpu_s})
     summed = {role: sum(p.cpu_s.get(role, 0.0) for p in phases) for role in roles}
     return Phase(name=name, messages=phases[0].messages, seconds=sum(p.seconds for p in phases),
-                 cpu_s=summed if cpu_s is None else cpu_s)  # fmt: skip
+                 cpu_s=summed)  # fmt: skip
 
 
 class Meter:
@@ -124,15 +120,6 @@ def _kafka(end: Endpoint, size: int, messages: int, partitions: int = 1) -> list
     return [produce, consume, _together("produce+consume", produce, consume)]
 
 
-def _metered(pids: Mapping[str, int], run: Callable[[], _T]) -> tuple[_T, dict[str, float]]:
-    """``run()`` and the CPU each tree spent meanwhile."""
-    meter = Meter(pids)
-    meter()
-    result = run()
-    meter()
-    return result, meter.spent(0, 1)
-
-
 def _iggy(end: Endpoint, size: int, messages: int) -> list[Phase]:
     meter = Meter(end.pids)
     r = bench_iggy(end.address, message_size=size, messages=messages, cpu=meter)
@@ -146,12 +133,16 @@ def _iggy(end: Endpoint, size: int, messages: int) -> list[Phase]:
 
 def _rstream(end: Endpoint, size: int, messages: int) -> list[Phase]:
     vhost, username, password = end.login
-    r, cpu = _metered(end.pids, lambda: bench_rabbitmq_stream(
-        end.address, message_size=size, messages=messages, vhost=vhost, username=username,
-        password=password))  # fmt: skip
-    publish = Phase(name="publish", messages=r.confirmed, seconds=r.publish_seconds)
-    consume = Phase(name="consume", messages=r.consumed, seconds=r.consume_seconds)
-    return [publish, consume, _together("publish+consume", publish, consume, cpu_s=cpu)]
+    meter = Meter(end.pids)
+    r = bench_rabbitmq_stream(end.address, message_size=size, messages=messages, vhost=vhost,
+                              username=username, password=password, cpu=meter)  # fmt: skip
+    if len(meter.samples) != 4:
+        raise RuntimeError(f"bench_rabbitmq_stream sampled the CPU {len(meter.samples)} times")
+    publish = Phase(name="publish", messages=r.confirmed, seconds=r.publish_seconds,
+                    cpu_s=meter.spent(0, 1))  # fmt: skip
+    consume = Phase(name="consume", messages=r.consumed, seconds=r.consume_seconds,
+                    cpu_s=meter.spent(2, 3))  # fmt: skip
+    return [publish, consume, _together("publish+consume", publish, consume)]
 
 
 Ratio = tuple[str, str, str]  # label, "way:role" over "way:role"

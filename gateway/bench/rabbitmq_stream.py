@@ -65,6 +65,8 @@ class RabbitStreamBenchResult:
     singles: int = 0  # published one at a time after the others (consumed counts them)
     one_p50_ms: float = float("nan")  # send_batch of one message to its confirm
     one_p99_ms: float = float("nan")
+    publish_cpu_s: float | None = None  # the server's CPU while publishing / consuming (``cpu``)
+    consume_cpu_s: float | None = None
 
     def format(self) -> str:
         size = self.message_size
@@ -204,9 +206,10 @@ async def _publish_singles(
 
 async def _consume(
     host: str, port: int, stream: str, *, payload: bytes, messages: int, vhost: str,
-    username: str, password: str,
-) -> tuple[float, int]:  # fmt: skip
-    """Seconds until the ``messages``-th message arrived, and the messages received."""
+    username: str, password: str, cpu: Callable[[], float] | None,
+) -> tuple[float, int, float | None]:  # fmt: skip
+    """Seconds until the ``messages``-th message arrived, the messages received and the
+    server's CPU meanwhile (``cpu`` given)."""
     from rstream import Consumer, ConsumerOffsetSpecification, MessageContext, OffsetType
 
     consumer = Consumer(host, port, vhost=vhost, username=username, password=password)
@@ -223,6 +226,7 @@ async def _consume(
 
     await consumer.start()
     try:
+        cpu0 = cpu() if cpu is not None else 0.0
         t0 = time.perf_counter()
         await consumer.subscribe(
             stream, on_message, decoder=None,
@@ -236,16 +240,18 @@ async def _consume(
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(done.wait(), STALL_S)
         seconds = time.perf_counter() - t0
+        spent = cpu() - cpu0 if cpu is not None else None
     finally:
         await consumer.close()
     if not last[0].endswith(payload):  # raw: the payload; amqp: a data section ending with it
         raise RuntimeError("the last message consumed differs from the one published")
-    return seconds, got
+    return seconds, got, spent
 
 
 async def _bench(
     address: str, *, size: int, kind: str, batch: int, in_flight: int, messages: int,
     singles: int, dedup: bool, vhost: str, username: str, password: str,
+    cpu: Callable[[], float] | None,
 ) -> RabbitStreamBenchResult:  # fmt: skip
     from rstream import Producer
 
@@ -257,17 +263,19 @@ async def _bench(
     await producer.start()
     try:
         await producer.create_stream(stream)
+        cpu0 = cpu() if cpu is not None else 0.0
         publish_s, confirmed, latencies = await _publish(
             producer, stream, payload=payload, kind=kind, batch=batch, messages=messages,
             in_flight=in_flight, reference=reference,
         )  # fmt: skip
+        publish_cpu = cpu() - cpu0 if cpu is not None else None
         one = await _publish_singles(
             producer, stream, payload=payload, kind=kind, first_id=messages + 1, count=singles,
             reference=reference,
         )  # fmt: skip
-        consume_s, consumed = await _consume(
+        consume_s, consumed, consume_cpu = await _consume(
             host, port, stream, payload=payload, messages=messages + singles, vhost=vhost,
-            username=username, password=password,
+            username=username, password=password, cpu=cpu,
         )  # fmt: skip
         await producer.delete_stream(stream)
     finally:
@@ -287,6 +295,8 @@ async def _bench(
         singles=singles,
         one_p50_ms=_percentile(one, 0.50) * 1000,
         one_p99_ms=_percentile(one, 0.99) * 1000,
+        publish_cpu_s=publish_cpu,
+        consume_cpu_s=consume_cpu,
     )
 
 
@@ -303,9 +313,13 @@ def bench_rabbitmq_stream(
     vhost: str = "/",
     username: str = "guest",
     password: str = "guest",
+    cpu: Callable[[], float] | None = None,
 ) -> RabbitStreamBenchResult:
     """Publish ``messages`` to a fresh stream at ``address`` (host:port), then ``singles`` one
-    at a time, then consume them all."""
+    at a time, then consume them all. ``cpu`` (the server's CPU seconds so far), when given, is
+    sampled before and after publishing the batches and before and after consuming: the
+    figures leave out connecting, logging in, the singles and making and deleting the stream,
+    as ``bench_kafka``'s do."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
     if batch < 1 or in_flight < 1 or messages < 1 or singles < 0:
@@ -317,7 +331,7 @@ def bench_rabbitmq_stream(
     return asyncio.run(
         _bench(address, size=message_size, kind=kind, batch=batch, in_flight=in_flight,
                messages=messages, singles=singles, dedup=dedup, vhost=vhost,
-               username=username, password=password)
+               username=username, password=password, cpu=cpu)
     )  # fmt: skip
 
 

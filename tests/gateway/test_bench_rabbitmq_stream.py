@@ -41,6 +41,24 @@ async def test_every_message_is_confirmed_and_consumed(gateway: Running, kind: s
     assert f"x 2500 {kind}" in result.format()
 
 
+async def test_the_cpu_is_sampled_around_publishing_and_consuming(gateway: Running) -> None:
+    """``cpu`` is read four times: before and after publishing, before and after consuming
+    (the connections and the stream made and deleted are left out, as bench_kafka does); each
+    phase's figure is what it read after minus before."""
+    reads: list[float] = []
+
+    def cpu() -> float:
+        reads.append(len(reads) ** 2)  # 0, 1, 4, 9: each difference tells its pair
+        return reads[-1]
+
+    run = functools.partial(bench_rabbitmq_stream, address(gateway), message_size=100,
+                            messages=1500, cpu=cpu)  # fmt: skip
+    result = await in_thread(run)
+    assert reads == [0, 1, 4, 9]
+    assert (result.publish_cpu_s, result.consume_cpu_s) == (1, 5)
+    assert result.confirmed == result.consumed == 1500
+
+
 async def test_cli_prints_one_line_per_size_and_kind(
     gateway: Running, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -34,7 +34,7 @@ import trio
 
 from gateway.backends.tls import TlsClient
 from gateway.backends.watchdog import Watchdog
-from gateway.gathered import ExactReads, WakeWhole, coalesced, send_gathered, socket_of
+from gateway.gathered import ExactReads, coalesced, send_gathered, socket_of
 from gateway.model import BackendUnavailable, GatewayError, Timeout
 from gateway.translate.rabbitmq_stream.errors import code_name, error_of
 from protocols import rabbitmq_stream as rs
@@ -322,14 +322,16 @@ class Connection:
 
     async def _reader(self) -> None:
         codec = self._codec
-        wake = WakeWhole(self._stream)  # a big Deliver's rest in one receive
-        reads = ExactReads(wake.settable, between=READ_SIZE, within=READ_SIZE, rest=READ_REST)
+        # A big Deliver read to its end, not joined (ExactReads). No receive low-water mark
+        # here: RabbitMQ sends a chunk with sendfile in pieces, and a reader waiting for all of
+        # it cost RabbitMQ more per message consumed (0.60 against 0.52 us at 1 KiB, medians of
+        # 6 runs) and the gateway no less.
+        plain = socket_of(self._stream) is not None
+        reads = ExactReads(plain, between=READ_SIZE, within=READ_SIZE, rest=READ_REST)
         while True:
             frame = codec.next_frame()
             if frame is rs.NEED_DATA:
-                size = reads.size(codec)
-                wake.expect(min(codec.missing, READ_REST) if codec.buffered else 0)
-                data = await self._stream.receive_some(size)
+                data = await self._stream.receive_some(reads.size(codec))
                 if data:
                     codec.receive_data(bytes(data))  # a no-op on bytes; TLS may give bytearray
                 else:
