@@ -107,28 +107,30 @@ class Endpoint:
     login: tuple[str, str, str] = ("/", "guest", "guest")  # vhost, user, password
 
 
+def _phases(meter: Meter, bench: str, first: tuple[str, int, float],
+            second: tuple[str, int, float]) -> list[Phase]:  # fmt: skip
+    """A bench's two phases (name, messages, seconds), each with the CPU ``meter`` read around
+    it (the bench samples it four times: before and after each), and both together."""
+    if len(meter.samples) != 4:
+        raise RuntimeError(f"{bench} sampled the CPU {len(meter.samples)} times, not 4")
+    a = Phase(name=first[0], messages=first[1], seconds=first[2], cpu_s=meter.spent(0, 1))
+    b = Phase(name=second[0], messages=second[1], seconds=second[2], cpu_s=meter.spent(2, 3))
+    return [a, b, _together(f"{a.name}+{b.name}", a, b)]
+
+
 def _kafka(end: Endpoint, size: int, messages: int, partitions: int = 1) -> list[Phase]:
     meter = Meter(end.pids)
     r = bench_kafka(end.address, message_size=size, messages=messages, partitions=partitions,
                     singles=0, cpu=meter, delete_topic=True)  # fmt: skip
-    if len(meter.samples) != 4:
-        raise RuntimeError(f"bench_kafka sampled the CPU {len(meter.samples)} times, not 4")
-    produce = Phase(name="produce", messages=r.messages, seconds=r.produce_seconds,
-                    cpu_s=meter.spent(0, 1))  # fmt: skip
-    consume = Phase(name="consume", messages=r.consumed, seconds=r.consume_seconds,
-                    cpu_s=meter.spent(2, 3))  # fmt: skip
-    return [produce, consume, _together("produce+consume", produce, consume)]
+    return _phases(meter, "bench_kafka", ("produce", r.messages, r.produce_seconds),
+                   ("consume", r.consumed, r.consume_seconds))  # fmt: skip
 
 
 def _iggy(end: Endpoint, size: int, messages: int) -> list[Phase]:
     meter = Meter(end.pids)
     r = bench_iggy(end.address, message_size=size, messages=messages, cpu=meter)
-    if len(meter.samples) != 4:
-        raise RuntimeError(f"bench_iggy sampled the CPU {len(meter.samples)} times, not 4")
-    send = Phase(name="send", messages=r.messages, seconds=r.send_seconds,
-                 cpu_s=meter.spent(0, 1))  # fmt: skip
-    poll = Phase(name="poll", messages=r.polled, seconds=r.poll_seconds, cpu_s=meter.spent(2, 3))
-    return [send, poll, _together("send+poll", send, poll)]
+    return _phases(meter, "bench_iggy", ("send", r.messages, r.send_seconds),
+                   ("poll", r.polled, r.poll_seconds))  # fmt: skip
 
 
 def _rstream(end: Endpoint, size: int, messages: int) -> list[Phase]:
@@ -136,13 +138,8 @@ def _rstream(end: Endpoint, size: int, messages: int) -> list[Phase]:
     meter = Meter(end.pids)
     r = bench_rabbitmq_stream(end.address, message_size=size, messages=messages, vhost=vhost,
                               username=username, password=password, cpu=meter)  # fmt: skip
-    if len(meter.samples) != 4:
-        raise RuntimeError(f"bench_rabbitmq_stream sampled the CPU {len(meter.samples)} times")
-    publish = Phase(name="publish", messages=r.confirmed, seconds=r.publish_seconds,
-                    cpu_s=meter.spent(0, 1))  # fmt: skip
-    consume = Phase(name="consume", messages=r.consumed, seconds=r.consume_seconds,
-                    cpu_s=meter.spent(2, 3))  # fmt: skip
-    return [publish, consume, _together("publish+consume", publish, consume)]
+    return _phases(meter, "bench_rabbitmq_stream", ("publish", r.confirmed, r.publish_seconds),
+                   ("consume", r.consumed, r.consume_seconds))  # fmt: skip
 
 
 Ratio = tuple[str, str, str]  # label, "way:role" over "way:role"
