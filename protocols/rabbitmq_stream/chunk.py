@@ -15,6 +15,7 @@ import struct
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import cramjam
 from isal.isal_zlib import crc32
@@ -29,8 +30,10 @@ __all__ = [
     "MAGIC_VERSION",
     "Chunk",
     "ChunkHeader",
+    "ChunkParts",
     "ChunkType",
     "Compression",
+    "DeliveredChunk",
     "Entry",
     "SimpleEntry",
     "SubEntryBatch",
@@ -303,13 +306,59 @@ class ChunkHeader:
         return self.chunk_id + self.records
 
 
+class ChunkParts(NamedTuple):
+    """A chunk as a big Deliver was read (``RabbitStreamClientCodec``): its header, its data
+    section and its trailer (``b""`` when the sender left it out), each as it came, not joined:
+    the data section is kept as it is, with no copy."""
+
+    header: bytes
+    data: bytes
+    trailer: bytes
+
+    def joined(self) -> bytes:
+        return b"".join(self)
+
+
+# A chunk as a Deliver carries it: a view of the frame, or the parts a big one was read in.
+DeliveredChunk = bytes | memoryview | ChunkParts
+
+
 def read_chunk(
-    data: bytes | bytearray | memoryview, *, verify_crc: bool = True
-) -> tuple[ChunkHeader, memoryview]:
+    data: bytes | bytearray | memoryview | ChunkParts, *, verify_crc: bool = True
+) -> tuple[ChunkHeader, bytes | memoryview]:
     """A chunk's header and its data section (the entries' bytes), nothing decoded: what a
     client that hands entries on as they are reads. A trailer, when the sender included one
-    (``chunk_selector=all``), is checked for length and left out (``decode_chunk`` keeps it)."""
-    view = memoryview(data)
+    (``chunk_selector=all``), is checked for length and left out (``decode_chunk`` keeps it).
+    The data section is a view of ``data``, or a ``ChunkParts``' own bytes."""
+    if isinstance(data, ChunkParts):
+        view = memoryview(data.header)
+        header = _read_header(view)
+        body: bytes | memoryview = data.data
+        size, rest = len(body), len(data.trailer)
+        if len(view) != HEADER_SIZE or size != header.data_length:
+            raise RemoteProtocolError(
+                f"chunk header of {len(view)} bytes and data of {size}: "
+                f"{HEADER_SIZE} and {header.data_length} expected"
+            )
+    else:
+        view = memoryview(data)
+        header = _read_header(view)
+        size, body_end = header.data_length, HEADER_SIZE + header.data_length
+        if size > len(view) - HEADER_SIZE:
+            raise RemoteProtocolError(f"chunk data of {size} bytes, {len(view) - HEADER_SIZE} left")
+        body, rest = view[HEADER_SIZE:body_end], len(view) - body_end
+    if rest not in (0, header.trailer_length):
+        raise RemoteProtocolError(
+            f"{rest} bytes after the chunk data (trailer is {header.trailer_length})"
+        )
+    if verify_crc and crc32(body) != header.crc:
+        raise RemoteProtocolError(
+            f"chunk {header.chunk_id}: CRC 0x{crc32(body):08x} != 0x{header.crc:08x}"
+        )
+    return header, body
+
+
+def _read_header(view: memoryview) -> ChunkHeader:
     if len(view) < HEADER_SIZE:
         raise RemoteProtocolError(f"chunk of {len(view)} bytes, header is {HEADER_SIZE}")
     magic, kind, n_entries, n_records, ts, epoch, chunk_id, crc, size, trailer, bloom, rsv = (
@@ -317,26 +366,20 @@ def read_chunk(
     )
     if magic != MAGIC_VERSION:
         raise RemoteProtocolError(f"chunk magic/version byte 0x{magic:02x}, expected 0x50")
-    body_end = HEADER_SIZE + size
-    if size > len(view) - HEADER_SIZE:
-        raise RemoteProtocolError(f"chunk data of {size} bytes, {len(view) - HEADER_SIZE} left")
-    rest = len(view) - body_end
-    if rest not in (0, trailer):
-        raise RemoteProtocolError(f"{rest} bytes after the chunk data (trailer is {trailer})")
-    body = view[HEADER_SIZE:body_end]
-    if verify_crc and crc32(body) != crc:
-        raise RemoteProtocolError(f"chunk {chunk_id}: CRC 0x{crc32(body):08x} != 0x{crc:08x}")
-    header = ChunkHeader(
+    return ChunkHeader(
         chunk_type=kind, entries=n_entries, records=n_records, timestamp_ms=ts, epoch=epoch,
         chunk_id=chunk_id, crc=crc, data_length=size, trailer_length=trailer, bloom_size=bloom,
         reserved=rsv,
     )  # fmt: skip
-    return header, body
 
 
-def decode_chunk(data: bytes | bytearray | memoryview, *, verify_crc: bool = True) -> Chunk:
+def decode_chunk(
+    data: bytes | bytearray | memoryview | ChunkParts, *, verify_crc: bool = True
+) -> Chunk:
     """A whole chunk: header, ``data_length`` bytes of entries, and either nothing more (what
     3.10-4.x send to a default subscriber) or exactly the trailer."""
+    if isinstance(data, ChunkParts):
+        data = data.joined()
     h, body = read_chunk(data, verify_crc=verify_crc)
     entries = decode_entries(body, h.entries)
     if _record_count(entries) != h.records:

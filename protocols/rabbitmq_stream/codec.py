@@ -11,6 +11,7 @@ connection: the codec cannot go on after those.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping
 from typing import Final
 
@@ -22,7 +23,9 @@ from protocols._wire import (
     Receiver,
 )
 
-from .codes import ResponseCode
+from .chunk import HEADER_SIZE as CHUNK_HEADER_SIZE
+from .chunk import ChunkParts
+from .codes import Key, ResponseCode
 from .commands import (
     CLIENT_FRAMES,
     HEADER_SIZE,
@@ -32,6 +35,7 @@ from .commands import (
     encode_frame,
 )
 from .frame import Frame
+from .frames_consume import Deliver
 
 __all__ = ["DEFAULT_MAX_FRAME_SIZE", "RabbitStreamClientCodec", "RabbitStreamServerCodec"]
 
@@ -91,7 +95,10 @@ class RabbitStreamServerCodec(_Codec):
 
 class RabbitStreamClientCodec(_Codec):
     """The client role (a RabbitMQ backend): decodes what servers send, encodes what clients
-    send."""
+    send. A big Deliver (``SPLIT_DELIVER_FROM`` bytes or more) is taken in parts: its head
+    (key to chunk header), the chunk's data section, its trailer; a reader that reads what the
+    codec asks for (gateway/gathered.py ``ExactReads``) then gets the data section as one read,
+    kept as it is (``ChunkParts``), not cut out of the frame as a copy."""
 
     __slots__ = ()
 
@@ -100,3 +107,58 @@ class RabbitStreamClientCodec(_Codec):
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         super().__init__(max_frame_size)
+
+    def next_frame(self) -> Frame | NeedData | ConnectionClosed:
+        prefix = self._buffer.peek(4)
+        if prefix is not None:
+            (size,) = U32_BE.unpack(prefix)
+            if size >= SPLIT_DELIVER_FROM:
+                self._buffer.check_size(size, hint=ResponseCode.FRAME_TOO_LARGE)
+                deliver = self._big_deliver(size)
+                if deliver is not None:
+                    return deliver
+        return super().next_frame()
+
+    def _big_deliver(self, size: int) -> Frame | NeedData | ConnectionClosed | None:
+        """The Deliver of ``size`` bytes at the buffer's start in parts, NEED_DATA (nothing
+        taken), or None when it is no Deliver or its sizes do not add up (the whole frame is
+        then decoded as any other, which says what is wrong)."""
+        buffer = self._buffer
+        head = buffer.peek(_DELIVER_V1.size + CHUNK_HEADER_SIZE)  # v1's head, the chunk header
+        if head is None:
+            return self._idle("frame")
+        _, key, version, subscription_id = _DELIVER_V1.unpack_from(head)
+        if key != Key.DELIVER or version not in (1, 2):
+            return None
+        start = (_DELIVER_V1 if version == 1 else _DELIVER_V2).size  # the chunk's, in the frame
+        if size + 4 < start + CHUNK_HEADER_SIZE:
+            return None
+        raw = head if version == 1 else buffer.peek(start + CHUNK_HEADER_SIZE)
+        if raw is None:
+            return self._idle("frame")
+        data_length, trailer_length = _CHUNK_SIZES.unpack_from(raw, start + _CHUNK_SIZES_AT)
+        rest = size + 4 - start - CHUNK_HEADER_SIZE - data_length
+        if rest not in (0, trailer_length):
+            return None
+        committed = _U64_BE.unpack_from(raw, _DELIVER_V1.size)[0] if version == 2 else None
+        buffer.consume_exactly(start)
+        # Each part only once the one before it is there: what a short read waited for
+        # (``missing``) is then the part being read, the data section as a whole.
+        header = buffer.consume_exactly(CHUNK_HEADER_SIZE)
+        data = None if header is None else buffer.consume_exactly(data_length)
+        trailer = None if data is None else buffer.consume_exactly(rest) if rest else b""
+        if header is None or data is None or trailer is None:
+            buffer.rollback()
+            return self._idle("frame")
+        buffer.commit()
+        return Deliver(subscription_id=subscription_id, chunk=ChunkParts(header, data, trailer),
+                       committed_chunk_id=committed)  # fmt: skip
+
+
+# A Deliver this big (with its chunk, 64 KiB or more) is taken in parts (ExactReads' threshold).
+SPLIT_DELIVER_FROM: Final = 65536
+_DELIVER_V1 = struct.Struct(">IHHB")  # size, key, version, subscription id
+_DELIVER_V2 = struct.Struct(">IHHBQ")  # ... and the committed chunk id
+_CHUNK_SIZES = struct.Struct(">II")  # a chunk header's data and trailer lengths
+_CHUNK_SIZES_AT = 36
+_U64_BE = struct.Struct(">Q")

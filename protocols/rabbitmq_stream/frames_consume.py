@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Self
 
 from protocols._wire import Gather, LocalProtocolError
 
+from .chunk import ChunkParts, DeliveredChunk
 from .codes import Key
 from .frame import CodeResponse, Frame, Request
 from .layout import (
@@ -77,7 +78,9 @@ class Deliver(Frame):
     KEY: ClassVar[int] = Key.DELIVER
     VERSIONS: ClassVar[frozenset[int]] = frozenset((1, 2))
     subscription_id: int
-    chunk: bytes | memoryview  # decoded: a view of the frame's bytes (a chunk is ~1 MiB)
+    # Decoded: a view of the frame's bytes (a chunk is ~1 MiB), or the parts a big Deliver was
+    # read in (RabbitStreamClientCodec).
+    chunk: DeliveredChunk
     committed_chunk_id: int | None = None
 
     @property
@@ -86,7 +89,8 @@ class Deliver(Frame):
 
     def encode_body(self) -> bytes:
         committed = b"" if self.committed_chunk_id is None else U64.encode(self.committed_chunk_id)
-        return U8.encode(self.subscription_id) + committed + self.chunk
+        chunk = self.chunk.joined() if isinstance(self.chunk, ChunkParts) else self.chunk
+        return U8.encode(self.subscription_id) + committed + chunk
 
     @classmethod
     def decode(cls, reader: Reader, version: int, **header: Any) -> Self:

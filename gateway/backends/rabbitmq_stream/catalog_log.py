@@ -28,7 +28,13 @@ from gateway.model import BackendUnavailable, GatewayError, Timeout
 from protocols import rabbitmq_stream as rs
 from protocols._wire import RemoteProtocolError
 from protocols.rabbitmq_stream import OffsetType, ResponseCode
-from protocols.rabbitmq_stream.chunk import SimpleEntry, decode_chunk, encode_entry, iter_records
+from protocols.rabbitmq_stream.chunk import (
+    DeliveredChunk,
+    SimpleEntry,
+    decode_chunk,
+    encode_entry,
+    iter_records,
+)
 
 log = structlog.get_logger("streamgate.backend.rabbitmq_stream")
 
@@ -56,7 +62,7 @@ class _Follower:
         self.sid = -1
         self.gone = trio.Event()
 
-    def deliver(self, chunk: bytes | memoryview) -> None:
+    def deliver(self, chunk: DeliveredChunk) -> None:
         applier = self.owner.catalog
         try:
             decoded = decode_chunk(chunk)

@@ -40,6 +40,7 @@ from gateway.translate.rabbitmq_stream.errors import code_name, error_of
 from protocols import rabbitmq_stream as rs
 from protocols._wire import Piece, RemoteProtocolError
 from protocols.rabbitmq_stream import ResponseCode
+from protocols.rabbitmq_stream.chunk import DeliveredChunk
 
 log = structlog.get_logger("streamgate.backend.rabbitmq_stream")
 
@@ -70,7 +71,7 @@ class Subscriber(Protocol):
 
     stream: str
 
-    def deliver(self, chunk: bytes | memoryview) -> None: ...
+    def deliver(self, chunk: DeliveredChunk) -> None: ...
     def closed(self, why: GatewayError) -> None: ...
 
 

@@ -28,6 +28,7 @@ from gateway.backends.rabbitmq_stream.tail import ALL_CHUNKS, Stored, parse
 from gateway.model import BackendUnavailable, GatewayError, Timeout
 from protocols import rabbitmq_stream as rs
 from protocols._wire import RemoteProtocolError
+from protocols.rabbitmq_stream.chunk import DeliveredChunk
 
 CURSOR_CREDIT: Final = 8  # chunks asked for ahead of the reader
 MAX_CURSORS: Final = 16  # per connection
@@ -130,7 +131,7 @@ class Cursor:
 
     # --- the connection's callbacks (Subscriber) -------------------------------------------------
 
-    def deliver(self, chunk: bytes | memoryview) -> None:
+    def deliver(self, chunk: DeliveredChunk) -> None:
         try:
             chunk_id, end, stored = parse(chunk)
         except RemoteProtocolError as exc:

@@ -22,6 +22,7 @@ from gateway.translate.rabbitmq_stream.messages import decode_wire
 from protocols import rabbitmq_stream as rs
 from protocols._wire import RemoteProtocolError
 from protocols.rabbitmq_stream import OffsetType
+from protocols.rabbitmq_stream.chunk import DeliveredChunk
 
 ROUND_CREDIT: Final = 8  # chunks asked for per round of a read
 TIMESTAMP_SKEW_MS: Final = 10 * 60 * 1000  # see find_timestamp
@@ -38,7 +39,7 @@ class Collector:
         self.end = -1  # next offset after the last chunk of any type
         self.error: GatewayError | None = None
 
-    def deliver(self, chunk: bytes | memoryview) -> None:
+    def deliver(self, chunk: DeliveredChunk) -> None:
         try:
             chunk_id, end, stored = parse(chunk)
         except RemoteProtocolError as exc:

@@ -50,6 +50,7 @@ from protocols._wire import RemoteProtocolError
 from protocols.rabbitmq_stream import OffsetType
 from protocols.rabbitmq_stream.chunk import (
     ChunkType,
+    DeliveredChunk,
     Entry,
     decode_entries,
     encode_entry,
@@ -99,7 +100,7 @@ class Stored:
                          first_timestamp_us=ts, max_timestamp_us=ts)  # fmt: skip
 
 
-def parse(chunk: bytes | memoryview) -> tuple[int, int, Stored | None]:
+def parse(chunk: DeliveredChunk) -> tuple[int, int, Stored | None]:
     """(chunk id, next offset after the chunk, the chunk when it is a user chunk)."""
     header, body = read_chunk(chunk)
     if header.chunk_type != ChunkType.USER:
@@ -276,7 +277,7 @@ class Tail:
 
     # --- the connection's callbacks (Subscriber) -------------------------------------------------
 
-    def deliver(self, chunk: bytes | memoryview) -> None:
+    def deliver(self, chunk: DeliveredChunk) -> None:
         try:
             _, end, stored = parse(chunk)
             if stored is not None and self._expected:
