@@ -1,4 +1,5 @@
-"""Files and directories of the store: escaped names, atomic JSON, the trash. All blocking.
+"""Files and directories of the store: escaped names, atomic JSON, the trash, blocks reserved
+ahead of appends. All blocking.
 
 Names are arbitrary text, so directory names are ESCAPED: every character outside
 ``[A-Za-z0-9_-]`` is percent-encoded (its UTF-8 bytes, upper-case hex). That covers ``/``,
@@ -15,12 +16,14 @@ rename + fsync of the directory.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import os
 import re
 import shutil
 import uuid
+from collections.abc import Callable
 from typing import Any, Final
 
 from gateway.model import InvalidRequest
@@ -62,6 +65,40 @@ def write_json(path: str, data: dict[str, Any]) -> None:
         os.fsync(f.fileno())
     os.replace(tmp, path)
     fsync_dir(os.path.dirname(path))
+
+
+def _fallocate() -> Callable[[int, int, int, int], int] | None:
+    """fallocate(2) from the C library, where there is one (Linux); the os module offers only
+    posix_fallocate, which grows the file."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        call = getattr(libc, "fallocate64", None) or libc.fallocate
+    except (OSError, AttributeError):
+        return None
+    call.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+    call.restype = ctypes.c_int
+    return call
+
+
+_FALLOCATE: Final = _fallocate()
+_KEEP_SIZE: Final = 0x01  # FALLOC_FL_KEEP_SIZE
+
+
+def reserve(fd: int, offset: int, length: int) -> bool:
+    """Allocate the file's blocks for ``offset .. offset + length`` without changing its size
+    (``fallocate(2)``, ``FALLOC_FL_KEEP_SIZE``): appends into them then skip the file system's
+    block reservation page by page (on ext4 a quarter of the CPU of a buffered append of 1 MiB,
+    fsyncs included). False where that cannot be done (not Linux, a file system without it, no
+    space left): appends allocate as they write, as without it. Blocks past the end of a file
+    are freed by truncating it to its size (``release``)."""
+    if _FALLOCATE is None or length <= 0:
+        return False
+    return _FALLOCATE(fd, _KEEP_SIZE, offset, length) == 0
+
+
+def release(fd: int, size: int) -> None:
+    """Free what ``reserve`` allocated past ``size``, the file's end."""
+    os.ftruncate(fd, size)
 
 
 def read_json(path: str) -> dict[str, Any] | None:

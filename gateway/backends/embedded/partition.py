@@ -261,7 +261,7 @@ class Partition:
                 seg = self._roll()
             # A failed or short write leaves no partial batch behind (Segment.append), so the
             # next append after space returns continues the log where it was.
-            seg.append(header, payload, base, count, max_ts, size)
+            seg.append(header, payload, base, count, max_ts, size, self.config.segment_bytes)
         except OSError as exc:
             self._check_cut(seg)
             raise storage_error(exc, f"writing {seg.path}.log") from exc

@@ -45,6 +45,7 @@ from .batch_format import (
     parse_header,
 )
 from .fd_cache import FILES, FdCache
+from .files import release, reserve
 from .scan import ScanReport
 from .scan import scan as scan_file
 
@@ -58,6 +59,13 @@ _BIG_ENDIAN: Final = sys.byteorder == "big"
 # A read for this many messages (what a Kafka Fetch asks: whatever its byte budget holds) pulls the
 # budget at once. Not fewer: an Iggy poll of 1,000 messages with a 32 MiB budget wants one batch.
 _MANY_MESSAGES: Final = 1_000_000
+# A segment this big reserves its next blocks ahead of its appends (``files.reserve``): as many
+# as it holds, at most RESERVE_MAX, never past its room. Small segments (most partitions of a
+# wide topic) reserve nothing; a busy one at most 16 MiB more than it holds, freed when it is
+# sealed or closed.
+RESERVE_FROM: Final = 1 << 20
+RESERVE_MAX: Final = 16 << 20
+_NO_RESERVE: Final = sys.maxsize  # a reserve failed: appends allocate as they write
 
 
 def segment_name(base_offset: int) -> str:
@@ -91,6 +99,7 @@ class Segment:
         "_fd",
         "_next_offset_at",
         "_pins",
+        "_reserved",
         "_since_index",
         "base_offset",
         "idx_off",
@@ -110,6 +119,10 @@ class Segment:
         self._cache = cache
         self._fd = -1
         self._pins = 0
+        # The file's blocks are allocated up to here (``reserve``); 0 when not known to be
+        # past ``size`` (a reopened segment may still hold a reserve a crash left: sealing
+        # frees it).
+        self._reserved = 0
         self._reset()
 
     def _reset(self) -> None:
@@ -160,10 +173,19 @@ class Segment:
         os.fsync(self.fd)
 
     def close(self) -> None:
+        """Close the log, freeing what was reserved past its end."""
+        if self._reserved > self.size:
+            with contextlib.suppress(OSError):  # best effort: sealing frees it at the latest
+                self._release()
         self._cache.close(self)
 
+    @_pinned
+    def _release(self) -> None:
+        release(self.fd, self.size)
+        self._reserved = self.size
+
     def delete(self) -> None:
-        self.close()
+        self._cache.close(self)
         for ext in (".log", ".index", ".timeindex"):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path + ext)
@@ -172,11 +194,25 @@ class Segment:
 
     @_pinned
     def append(
-        self, header: bytes, payload: Payload, base: int, count: int, max_ts: int, total: int
+        self,
+        header: bytes,
+        payload: Payload,
+        base: int,
+        count: int,
+        max_ts: int,
+        total: int,
+        room: int = 0,
     ) -> None:
         """Write one framed batch (``total`` bytes); the in-memory state moves only once the
-        bytes are written."""
+        bytes are written. ``room``: the size the segment may grow to (its blocks are reserved
+        ahead within it); 0: reserve nothing."""
         fd = self.fd
+        size = self.size
+        if size + total > self._reserved and size >= RESERVE_FROM and room:
+            end = min(room, size + total + min(size, RESERVE_MAX))
+            if end > size and not reserve(fd, size, end - size):
+                end = _NO_RESERVE
+            self._reserved = end
         try:
             n = os.writev(fd, (header, *payload))
             if n != total:  # short write (disk full): finish it or fail below
@@ -184,9 +220,11 @@ class Segment:
                 while rest:
                     rest = rest[os.write(fd, rest) :]
         except BaseException:
-            # Leave no partial batch behind: the next append must start at a batch boundary.
+            # Leave no partial batch behind: the next append must start at a batch boundary
+            # (the truncation frees the reserve too).
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, self.size)
+                self._reserved = min(self._reserved, self.size)
             raise
         self._note_batch(self.size, base, count, total, max_ts)
 
@@ -334,8 +372,8 @@ class Segment:
         return scan_file(self.fd, self.base_offset, path=self.path + ".log", on_batch=note)
 
     def seal(self) -> None:
-        """Close the segment for appends and write its index files (no fsync: a lost or torn
-        index is rebuilt on open)."""
+        """Close the segment for appends, write its index files (no fsync: a lost or torn
+        index is rebuilt on open) and free the blocks reserved past its end."""
         if self.max_ts > (self.ts_ts[-1] if self.ts_ts else NO_TIMESTAMP):
             self.ts_ts.append(self.max_ts)
             self.ts_off.append(self.max_ts_offset - self.base_offset)
@@ -357,6 +395,8 @@ class Segment:
         )
         thead = _TIX_HEAD.pack(b"SGTI", _INDEX_VERSION, self.base_offset, len(self.ts_ts), 0)
         _write_file(self.path + ".timeindex", _with_crc(thead, tentries))
+        with contextlib.suppress(OSError):  # what was reserved past its end, even before a crash
+            self._release()
 
     def load_index(self) -> bool:
         """Load the sealed index files; False when they are missing or do not match the log."""
