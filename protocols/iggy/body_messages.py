@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from protocols._wire import LocalProtocolError
 
@@ -32,6 +31,8 @@ from .frames_messages import (
     SendMessagesResponse,
 )
 from .identifiers import (
+    Identifier,
+    Partitioning,
     decode_identifier,
     decode_partitioning,
     encode_identifier,
@@ -55,7 +56,24 @@ from .sent_batch import scan_sent_batch
 from .status import Status
 from .wire import Reader, malformed, pack_u32, pack_u64
 
-__all__ = ["LAYOUTS", "polled_pieces"]
+__all__ = ["LAYOUTS", "SPLIT_SEND_FROM", "SentParts", "decode_sent_parts", "polled_pieces"]
+
+# A SendMessages body this big is taken in two parts (``SentParts``).
+SPLIT_SEND_FROM: Final = 65536
+
+
+class SentParts(NamedTuple):
+    """A big SendMessages body as the server codec takes it: what comes before the batch
+    (``[metadata_length u32][stream][topic][Partitioning][count u32]``), then the batch, each
+    as it was read. Read as a connection reads after a big frame (exactly what the codec asks
+    for each time), the batch is one read, decoded and stored as that very bytes object,
+    where cutting it out of the whole body copied it."""
+
+    metadata: bytes
+    batch: bytes
+
+    def joined(self) -> bytes:
+        return self.metadata + self.batch
 
 
 class _SendMessagesKind:
@@ -109,49 +127,79 @@ class _SendMessagesKind:
                 partitioning=partitioning,
                 messages=tuple(messages),
             )
-        metadata_length = reader.u32("metadata length")
-        start = reader.pos
-        stream_id, topic_id = decode_identifier(reader), decode_identifier(reader)
-        partitioning = decode_partitioning(reader)
-        count = reader.u32("messages count")
-        if reader.pos - start != metadata_length:
-            malformed(f"metadata length {metadata_length} but {reader.pos - start} bytes of it")
+        stream_id, topic_id, partitioning, count = _metadata(reader)
         if era is Era.C:
-            # Only the ids, payloads, headers and origin timestamps mean anything from a
-            # producer; the checksums are checked (4027/4039, as the real server) and dropped.
-            sent, in_order = scan_sent_batch(reader)
-            # Deltas other than 0..n-1 could not be served as stored: no batch then.
-            batch = sent.batch if in_order else b""
-            decoded: Sequence[Message] = sent
-            if len(sent) != count:
-                malformed(
-                    f"{count} messages announced, {len(sent)} in the batch",
-                    Status.INVALID_MESSAGES_COUNT,
-                )
-            reader.expect_end("batch")
-        else:
-            batch = b""
-            if count * (16 + LEGACY_HEADER_SIZE) > reader.remaining:
-                malformed(f"{count} messages do not fit the body", Status.INVALID_MESSAGES_COUNT)
-            ends = []
-            for _ in range(count):
-                reader.take(4, "index offset")
-                ends.append(reader.u32("index position"))
-                reader.take(8, "index timestamp")
-            base = reader.pos
-            messages = []
-            for end in ends:
-                messages.append(decode_era_b_message(reader))
-                if reader.pos - base != end:
-                    malformed(f"the index says a message ends at {end}, not {reader.pos - base}")
-            decoded = tuple(messages)
+            return _era_c(reader, stream_id, topic_id, partitioning, count)
+        if count * (16 + LEGACY_HEADER_SIZE) > reader.remaining:
+            malformed(f"{count} messages do not fit the body", Status.INVALID_MESSAGES_COUNT)
+        ends = []
+        for _ in range(count):
+            reader.take(4, "index offset")
+            ends.append(reader.u32("index position"))
+            reader.take(8, "index timestamp")
+        base = reader.pos
+        messages = []
+        for end in ends:
+            messages.append(decode_era_b_message(reader))
+            if reader.pos - base != end:
+                malformed(f"the index says a message ends at {end}, not {reader.pos - base}")
         return SendMessages(
             stream_id=stream_id,
             topic_id=topic_id,
             partitioning=partitioning,
-            messages=decoded,
-            batch=batch,
+            messages=tuple(messages),
         )
+
+
+def _metadata(reader: Reader) -> tuple[Identifier, Identifier, Partitioning, int]:
+    """``[metadata_length u32][stream][topic][Partitioning][count u32]`` (eras B and C)."""
+    metadata_length = reader.u32("metadata length")
+    start = reader.pos
+    stream_id, topic_id = decode_identifier(reader), decode_identifier(reader)
+    partitioning = decode_partitioning(reader)
+    count = reader.u32("messages count")
+    if reader.pos - start != metadata_length:
+        malformed(f"metadata length {metadata_length} but {reader.pos - start} bytes of it")
+    return stream_id, topic_id, partitioning, count
+
+
+def _era_c(
+    reader: Reader,
+    stream_id: Identifier,
+    topic_id: Identifier,
+    partitioning: Partitioning,
+    count: int,
+) -> SendMessages:
+    # Only the ids, payloads, headers and origin timestamps mean anything from a producer; the
+    # checksums are checked (4027/4039, as the real server) and dropped.
+    sent, in_order = scan_sent_batch(reader)
+    if len(sent) != count:
+        malformed(
+            f"{count} messages announced, {len(sent)} in the batch",
+            Status.INVALID_MESSAGES_COUNT,
+        )
+    reader.expect_end("batch")
+    return SendMessages(
+        stream_id=stream_id,
+        topic_id=topic_id,
+        partitioning=partitioning,
+        messages=sent,
+        # Deltas other than 0..n-1 could not be served as stored: no batch then.
+        batch=sent.batch if in_order else b"",
+    )
+
+
+def decode_sent_parts(metadata: bytes, batch: bytes) -> SendMessages:
+    """An era C SendMessages body taken in two parts (a codec's split of a big one): what comes
+    before the batch, and the batch. The batch read as one chunk is kept as it came: the
+    ``SendMessages.batch`` stored is that very bytes object, where slicing it out of the whole
+    body copied it. Raises as ``decode`` would, though its message may differ for a body
+    whose metadata is wrong (a codec that must answer as ``decode`` decodes the body whole
+    then)."""
+    reader = Reader(metadata)
+    stream_id, topic_id, partitioning, count = _metadata(reader)
+    reader.expect_end("metadata")
+    return _era_c(Reader(batch), stream_id, topic_id, partitioning, count)
 
 
 def polled_pieces(value: PolledMessages, era: Era) -> list[bytes | memoryview]:

@@ -22,7 +22,8 @@ from protocols._wire import (
     RemoteProtocolError,
 )
 
-from .body_messages import polled_pieces
+from .batch import BATCH_HEADER_SIZE
+from .body_messages import SPLIT_SEND_FROM, SentParts, decode_sent_parts, polled_pieces
 from .codes import (
     CHECKSUMMED_OPERATIONS,
     CODE_OF_OPERATION,
@@ -62,6 +63,7 @@ from .vsr import (
     COMMAND_REPLY,
     COMMAND_REQUEST,
     HEADER_SIZE,
+    OPERATION_AT,
     Eviction,
     ReplyHeader,
     RequestHeader,
@@ -137,7 +139,7 @@ class IggyReply:
 class _Receiver(Receiver):
     __slots__ = ()
 
-    def _read_vsr(self, commands: tuple[int, ...]) -> tuple[bytes, bytes] | None:
+    def _read_vsr(self, commands: tuple[int, ...]) -> tuple[bytes, bytes | SentParts] | None:
         raw = self._buffer.consume_exactly(HEADER_SIZE)
         if raw is None:
             return None
@@ -148,11 +150,36 @@ class _Receiver(Receiver):
         if size < HEADER_SIZE:
             raise RemoteProtocolError(f"VSR frame size {size} is below its 256-byte header")
         self._buffer.check_size(size)  # before waiting for (or allocating) the body
-        # Copied once (a send's batch is most of it): the chunks it came in, joined.
+        if (
+            size - HEADER_SIZE >= SPLIT_SEND_FROM
+            and raw[COMMAND_AT] == COMMAND_REQUEST
+            and raw[OPERATION_AT] == Operation.SEND_MESSAGES
+        ):
+            parts = self._sent_parts(size - HEADER_SIZE)
+            return None if parts is None else (raw, parts)
+        # The chunks it came in, joined (none when it came in one).
         body = self._buffer.consume_exactly(size - HEADER_SIZE)
         if body is None:
             return None
         return raw, body
+
+    def _sent_parts(self, size: int) -> SentParts | bytes | None:
+        """A SendMessages body of ``size`` bytes in its two parts; whole when its metadata
+        length does not leave room for a batch header (decoded, and refused, as before)."""
+        length = self._buffer.consume_exactly(4)
+        if length is None:
+            return None
+        metadata = int.from_bytes(length, "little")
+        if metadata > size - 4 - BATCH_HEADER_SIZE:
+            rest = self._buffer.consume_exactly(size - 4)
+            return None if rest is None else length + rest
+        head = self._buffer.consume_exactly(metadata)
+        if head is None:
+            return None
+        batch = self._buffer.consume_exactly(size - 4 - metadata)
+        if batch is None:
+            return None
+        return SentParts(length + head, batch)
 
     def _frame(self, read: Callable[[], _T | None]) -> _T | None:
         """``read`` one whole frame and commit it, or roll back to its first byte."""
@@ -214,9 +241,18 @@ class IggyServerCodec(_Receiver):
             return self._idle("request")
         return self._decode_legacy(*legacy)
 
-    def _decode_vsr(self, header: RequestHeader, body: bytes) -> IggyRequest:
+    def _decode_vsr(self, header: RequestHeader, body: bytes | SentParts) -> IggyRequest:
         op = header.operation
         code = header.code if op == Operation.NON_REPLICATED else CODE_OF_OPERATION.get(op, 0)
+        if isinstance(body, SentParts):
+            try:
+                sent = decode_sent_parts(body.metadata, body.batch)
+            except RemoteProtocolError:
+                body = body.joined()  # decoded whole below: refused exactly as it would be
+            else:
+                return IggyRequest(
+                    framing=Framing.VSR, era=Era.C, code=code, command=sent, header=header
+                )
         try:
             command: Command
             if op == Operation.REGISTER:
@@ -411,7 +447,9 @@ class IggyClientCodec(_Receiver):
             vsr = self._frame(lambda: self._read_vsr((COMMAND_REPLY, COMMAND_EVICTION)))
             if vsr is None:
                 return self._idle("reply")
-            return self._vsr_reply(self._outstanding.popleft(), decode_reply_header(vsr[0]), vsr[1])
+            body = vsr[1]
+            assert isinstance(body, bytes)  # (only requests are taken in parts)
+            return self._vsr_reply(self._outstanding.popleft(), decode_reply_header(vsr[0]), body)
         legacy = self._frame(lambda: read_legacy_reply(self._buffer))
         if legacy is None:
             return self._idle("reply")

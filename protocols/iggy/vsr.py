@@ -19,6 +19,7 @@ __all__ = [
     "COMMAND_REPLY",
     "COMMAND_REQUEST",
     "HEADER_SIZE",
+    "OPERATION_AT",
     "Eviction",
     "ReplyHeader",
     "RequestHeader",
@@ -36,6 +37,7 @@ COMMAND_REPLY = 8
 COMMAND_EVICTION = 13
 _SIZE_AT = 48
 COMMAND_AT = 60
+OPERATION_AT = 176  # a request's operation (u8)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -122,7 +124,7 @@ def decode_request_header(raw: bytes) -> RequestHeader:
         request_checksum=_u128(raw, 144),
         timestamp=_u64(raw, 160),
         request=_u64(raw, 168),
-        operation=raw[176],
+        operation=raw[OPERATION_AT],
         session=_u64(raw, 184),
         user_id=_u32(raw, 192),
         code=_u32(raw, 196),
