@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypeVar
 
 from protocols._wire import NEED_DATA
 
-__all__ = ["DEFAULT_JUNK", "CodecFeed", "Decoder", "drain", "feed_three_ways"]
+__all__ = ["DEFAULT_JUNK", "CodecFeed", "Decoder", "drain", "feed_in_cuts", "feed_three_ways"]
 
 # Three bytes: shorter than any length-prefixed header we speak (Kafka, RabbitMQ Stream and
 # Iggy all start with a 4-byte size), so a multi-frame decoder must wait rather than parse them.
@@ -66,6 +66,20 @@ def drain(codec: Decoder, *, stop_at: Collection[object] = ()) -> list[object]:
             return frames
         frames.append(frame)
     raise AssertionError(f"next_frame() returned {_MAX_FRAMES} frames without stopping")
+
+
+def feed_in_cuts(codec: Decoder, data: bytes, cuts: Collection[int]) -> list[object]:
+    """Every frame of ``data`` fed in pieces of the sizes ``cuts`` (then the rest), drained
+    after each piece."""
+    frames: list[object] = []
+    at = 0
+    for cut in [*cuts, len(data)]:
+        codec.receive_data(data[at : at + cut])
+        at += cut
+        frames += drain(codec)
+        if at >= len(data):
+            break
+    return frames
 
 
 def feed_three_ways(

@@ -18,6 +18,7 @@ from protocols.iggy.frames_system import Ping, UnknownCommand
 from protocols.iggy.identifiers import PartitionId
 from protocols.iggy.status import Status
 from protocols.iggy.vsr import HEADER_SIZE
+from tests.helpers.feeding import CodecFeed, feed_in_cuts
 
 from .support import client, server
 
@@ -97,15 +98,7 @@ def test_in_any_pieces_a_big_send_decodes_as_the_whole_one(cuts: list[int], afte
     big = producer.send(sent)
     data = big + (producer.send(_send(2, 5)) if after else b"")
     codec = server()
-    got: list[object] = []
-    at = 0
-    for size in [*cuts, len(data)]:
-        codec.receive_data(data[at : at + size])
-        at += size
-        while (request := codec.next_request()) is not NEED_DATA:
-            got.append(request)
-        if at >= len(data):
-            break
+    got = feed_in_cuts(CodecFeed(codec, codec.next_request), data, cuts)
     assert len(got) == 1 + after
     first = got[0]
     assert isinstance(first, IggyRequest) and isinstance(first.command, SendMessages)

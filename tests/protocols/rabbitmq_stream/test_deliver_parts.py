@@ -19,6 +19,7 @@ from protocols.rabbitmq_stream.chunk import (
     read_chunk,
 )
 from protocols.rabbitmq_stream.codec import SPLIT_DELIVER_FROM
+from tests.helpers.feeding import feed_in_cuts
 
 MAX = 4 << 20
 
@@ -78,15 +79,7 @@ def test_in_any_pieces_a_big_deliver_reads_as_the_whole_one(
     small = RabbitStreamServerCodec(MAX).send(Deliver(subscription_id=1, chunk=_chunk(1, 5, None)))
     data = _frame(chunk, committed) + (small if after else b"")
     codec = RabbitStreamClientCodec(MAX)
-    frames = []
-    at = 0
-    for cut in [*cuts, len(data)]:
-        codec.receive_data(data[at : at + cut])
-        at += cut
-        while (got := codec.next_frame()) is not NEED_DATA:
-            frames.append(got)
-        if at >= len(data):
-            break
+    frames = feed_in_cuts(codec, data, cuts)
     assert len(frames) == 1 + after
     first = frames[0]
     assert isinstance(first, Deliver) and first.committed_chunk_id == committed
