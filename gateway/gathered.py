@@ -9,15 +9,17 @@ the chunk as read, not a join of several."""
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Iterable
 
 import trio
 
-from protocols._wire import Piece, Receiver
+from protocols._wire import Gather, Piece, Receiver
 
 __all__ = [
-    "WAKE_WHOLE_FROM", "ExactReads", "WakeWhole", "coalesced", "send_gathered", "socket_of",
+    "WAKE_WHOLE_FROM", "ExactReads", "WakeWhole", "WriteThrough", "coalesced", "read_now",
+    "send_gathered", "socket_of",
 ]  # fmt: skip
 
 # A frame still this many bytes short wakes its reader only once they are all there: below it,
@@ -26,6 +28,7 @@ WAKE_WHOLE_FROM = 65536
 
 _IOV_MAX = 1024  # buffers one sendmsg takes (Linux's UIO_MAXIOV)
 _SMALL = 2048  # pieces below this are joined with their neighbours: one iovec each would cost more
+_YIELD_EVERY = 16  # writes through in a row before the writing task lets others run
 
 
 def socket_of(stream: trio.abc.Stream) -> trio.socket.SocketType | None:
@@ -57,15 +60,87 @@ async def send_gathered(sock: trio.socket.SocketType, buffers: list[Piece]) -> N
     i, n = 0, len(buffers)
     while i < n:
         sent = await sock.sendmsg(buffers[i : i + _IOV_MAX])
-        while sent and i < n:
-            buf = buffers[i]
-            size = buf.nbytes if isinstance(buf, memoryview) else len(buf)
-            if sent >= size:
-                sent -= size
-                i += 1
-            else:
-                buffers[i] = memoryview(buf).cast("B")[sent:]
-                sent = 0
+        i = _past(buffers, i, sent)
+
+
+def _past(buffers: list[Piece], i: int, sent: int) -> int:
+    """The first of ``buffers[i:]`` not wholly in the ``sent`` bytes written from there (cut in
+    place to what is left of it)."""
+    n = len(buffers)
+    while sent and i < n:
+        buf = buffers[i]
+        size = buf.nbytes if isinstance(buf, memoryview) else len(buf)
+        if sent >= size:
+            sent -= size
+            i += 1
+        else:
+            buffers[i] = memoryview(buf).cast("B")[sent:]
+            sent = 0
+    return i
+
+
+class WriteThrough:
+    """A frame written by the task that made it, while the connection's writer task has none
+    queued: one non-blocking write, where handing it to the writer costs a channel hand-over,
+    a wake of that task and trio's pass through its loop after the send (together about a
+    quarter of a small request's CPU). What the socket does not take at once, and every frame
+    sent while one is queued, goes through the writer, so frames leave in the order they were
+    sent. Plain sockets only (``write`` hands everything on under TLS)."""
+
+    __slots__ = ("_socket", "_unyielded", "queued")
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self._socket = socket_of(stream)
+        self.queued = 0  # frames handed to the writer and not yet written by it
+        self._unyielded = 0
+
+    def write(self, frame: bytes | Gather) -> bytes | Gather | None:
+        """None when all of ``frame`` went out now; else what is left of it for the writer (the
+        frame itself when nothing went: the socket's buffer is full, it is closed or failing,
+        and the writer's own write then says so)."""
+        sock = self._socket
+        if sock is None or self.queued:
+            return frame
+        fd = sock.fileno()
+        if fd < 0:
+            return frame
+        if isinstance(frame, Gather):
+            buffers, size = coalesced(frame.pieces), frame.nbytes
+        else:
+            buffers, size = [frame], len(frame)
+        try:
+            sent = os.writev(fd, buffers[:_IOV_MAX])
+        except OSError:
+            return frame
+        if sent >= size:
+            return None
+        rest = buffers[_past(buffers, 0, sent) :]
+        return Gather(rest, size - sent)
+
+    def yield_due(self) -> bool:
+        """After a write through: whether its task should now let others run. Every 16th, so
+        that a handler answering requests a client pipelined, each written through, still
+        yields (and sees a cancellation) as it did handing each to the writer."""
+        self._unyielded += 1
+        if self._unyielded < _YIELD_EVERY:
+            return False
+        self._unyielded = 0
+        return True
+
+
+def read_now(stream: trio.abc.Stream, size: int) -> bytes | None:
+    """What a plain socket holds already, up to ``size`` bytes, in one non-blocking read
+    without a pass through trio's loop; None when nothing has come, under TLS, or when the
+    socket is closed or failing (trio's receive, which the caller makes instead, reports it).
+    b"" is the end of the stream."""
+    sock = socket_of(stream)
+    fd = -1 if sock is None else sock.fileno()
+    if fd < 0:
+        return None
+    try:
+        return os.read(fd, size)
+    except OSError:
+        return None
 
 
 class WakeWhole:

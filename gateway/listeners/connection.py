@@ -1,10 +1,11 @@
 """The generic trio connection pump every protocol listener runs on.
 
-One nursery per connection; exactly one task writes to the socket (the protocol's handler hands
-it bytes through a bounded memory channel, which is the backpressure: a client that does not
-read makes its own handler wait, nobody else). Limits: max connections, max frame size (the
-codec checks it), idle timeout. A failing connection is logged and closed alone; it never takes
-the listener down.
+One nursery per connection; one task at a time writes to the socket: the protocol's handler
+writes a frame itself while nothing is queued and the socket takes all of it at once, and hands
+the writer task the rest through a bounded memory channel, which is the backpressure (a client
+that does not read makes its own handler wait, nobody else). Limits: max connections, max frame
+size (the codec checks it), idle timeout. A failing connection is logged and closed alone; it
+never takes the listener down.
 
 Before a client has logged in (a listener that authenticates says so: ``authenticates``; its
 handler calls ``conn.authenticated()`` once a login succeeds) its frames are held to the
@@ -38,8 +39,9 @@ import trio
 from prometheus_client import Gauge
 
 from gateway.access_log import AccessLog, Client
-from gateway.gathered import WAKE_WHOLE_FROM, ExactReads, WakeWhole
+from gateway.gathered import WAKE_WHOLE_FROM, ExactReads, WakeWhole, WriteThrough, read_now
 from gateway.histograms import Observer
+from gateway.listeners.limits import BUFFERED, BUFFERED_FLOOR, Limits
 from gateway.metrics import Metrics
 from gateway.router import RequestContext
 from gateway.tls import TlsError, looks_like_client_hello
@@ -50,49 +52,6 @@ _TLS_BATCH_BYTES = 65536  # what one receive hands the codec at most over TLS
 _RECEIVE_BYTES = 65536  # one read from the socket, between frames
 _RECEIVE_MID_FRAME_BYTES = 1 << 20  # ... and in the middle of one (a big send arrives in fewer)
 _RECEIVE_REST_BYTES = 4 << 20  # ... and the rest of a big frame, read to its end (ExactReads)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Limits:
-    max_frame_bytes: int = 64 << 20
-    max_connections: int = 4096
-    idle_timeout_s: float = 600.0  # Kafka's connections.max.idle.ms default
-    send_queue_frames: int = 64
-    drain_timeout_s: float = 10.0
-    # Until the login (RabbitMQ main caps frames at 8 KiB until Open; the largest handshake
-    # frames the clients send, Kafka SaslAuthenticate or an Iggy login with a long PAT, are far
-    # below this). 0 = no separate limit.
-    max_preauth_frame_bytes: int = 64 << 10
-    auth_timeout_s: float = 10.0  # from accept (and TLS handshake) to a successful login
-    request_timeout_s: float = 30.0  # from a frame's first byte to its last; 0 = none
-    # What all connections of the process may hold of frames still arriving (``Buffered``);
-    # 0 = no limit.
-    max_buffered_bytes: int = 512 << 20
-
-
-# A connection holding this much or less of a frame is never closed for the process's total:
-# the handshake's frames, and every request a client sends a bit at a time.
-BUFFERED_FLOOR = 64 << 10
-
-
-class Buffered:
-    """The bytes every connection of the process holds of frames not yet handled. Each frame is
-    bounded by ``max_frame_bytes``, but a client that needs no login (Rog, Kafka without SASL)
-    could hold a frame that size on every connection it opens; past ``max_buffered_bytes`` in
-    all, the connection that grows the total with more than ``BUFFERED_FLOOR`` of its own is
-    closed (``reason="memory"``), as Kafka's ``queued.max.request.bytes`` refuses to read.
-
-    ``awaited``: the rest of big frames that connections let the kernel gather before they
-    wake (``WakeWhole``), not yet read. Kept under a quarter of ``max_buffered_bytes``: past
-    it, connections read as the bytes come, counted in ``total``, so the memory a client can
-    make the gateway's sockets hold stays bounded too."""
-
-    def __init__(self) -> None:
-        self.total = 0
-        self.awaited = 0
-
-
-BUFFERED = Buffered()
 
 
 class IdleTimeout(Exception):
@@ -270,6 +229,7 @@ class Connection:
             rest=_RECEIVE_REST_BYTES,
         )  # fmt: skip
         self._send = send_channel
+        self.through = WriteThrough(stream)  # (the writer task counts what it wrote of its queue)
         self._bytes_in = metrics.bytes_received.labels(protocol)
         self._bytes_out = metrics.bytes_sent.labels(protocol)
         self._paused = metrics.paused_reads.labels(protocol)
@@ -348,6 +308,13 @@ class Connection:
         self._bytes_in.inc(len(data))
         return data
 
+    def _read_now(self, size: int) -> bytes | None:
+        data = read_now(self.stream, size)
+        if data:
+            self._last_chunk = (len(data), trio.current_time())
+            self._bytes_in.inc(len(data))
+        return data
+
     def _more_records(self, data: bytes) -> bytes:
         """Also the TLS records already received from the socket: clients that write a record
         per message (librdkafka) would otherwise cost one pass through trio's SSLStream, and
@@ -385,8 +352,13 @@ class Connection:
             self._frame_started = last_at
         self._feeding = codec
         self._await(min(codec.missing, _RECEIVE_REST_BYTES) if buffered else 0)
+        size = self._reads.size(codec)
         try:
-            data = await self.receive(self._reads.size(codec))
+            # A small rest of a frame (read exactly) has mostly come with its beginning: taken
+            # at once when it has, not through trio's loop.
+            data = self._read_now(size) if buffered and size < WAKE_WHOLE_FROM else None
+            if data is None:
+                data = await self.receive(size)
         finally:
             self._feeding = None
             BUFFERED.awaited -= self._awaited
@@ -439,15 +411,26 @@ class Connection:
             self._capped = None  # tuned below the cap: that limit stays
 
     async def send(self, data: bytes | Gather) -> None:
-        """Queue a frame (bytes, or a Gather of pieces) for the writer; waits (pausing this
-        connection) when the queue is full."""
+        """Send a frame (bytes, or a Gather of pieces): written here and now when nothing is
+        queued and the socket takes it (``WriteThrough``), else queued, what is left of it,
+        for the writer; waits (pausing this connection) when the queue is full."""
         size = data.nbytes if isinstance(data, Gather) else len(data)
         if not size:
             return
+        self._bytes_out.inc(size)
+        rest = self.through.write(data)
+        if rest is None:
+            if self.through.yield_due():
+                await trio.lowlevel.checkpoint()
+            return
         if self._send.statistics().current_buffer_used >= self.limits.send_queue_frames:
             self._paused.inc()
-        self._bytes_out.inc(size)
-        await self._send.send(data)
+        self.through.queued += 1  # (from now on, frames sent go behind this one)
+        try:
+            await self._send.send(rest)
+        except BaseException:
+            self.through.queued -= 1  # (not queued: trio's channels send all or nothing)
+            raise
 
     def drain(self) -> None:
         """Stop at the next request boundary: a connection waiting for a request ends now, one

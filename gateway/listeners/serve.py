@@ -14,7 +14,7 @@ import structlog
 import trio
 
 from gateway.access_log import AccessLog
-from gateway.gathered import coalesced, send_gathered, socket_of
+from gateway.gathered import WriteThrough, coalesced, send_gathered, socket_of
 from gateway.listeners.connection import (
     AuthTimeout,
     Connection,
@@ -43,10 +43,13 @@ class ListenerInfo:
 
 
 async def _writer(
-    stream: trio.abc.Stream, channel: trio.MemoryReceiveChannel[bytes | Gather]
+    stream: trio.abc.Stream,
+    channel: trio.MemoryReceiveChannel[bytes | Gather],
+    through: WriteThrough | None = None,
 ) -> None:
     # A plain socket takes a frame in pieces (stored data is not copied into it); TLS is given
-    # one joined write.
+    # one joined write. ``through`` counts the frames still queued here (none: the connection
+    # writes its next frame itself, gateway/gathered.py).
     sock = socket_of(stream)
     async with channel:
         async for data in channel:
@@ -63,6 +66,8 @@ async def _writer(
                 await stream.send_all(data)
             else:
                 await stream.send_all(b"".join(_pieces(frames)))
+            if through is not None:
+                through.queued -= len(frames)
 
 
 def _pieces(frames: list[bytes | Gather]) -> Iterator[Piece]:
@@ -209,7 +214,7 @@ class _Server:
         conn.log.debug("connection opened", tls=conn.secure, tls_principal=principal)
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(_writer, stream, receive_channel)
+                nursery.start_soon(_writer, stream, receive_channel, conn.through)
                 async with send_channel:
                     await self._handle(conn)
             conn.log.debug("connection closed")

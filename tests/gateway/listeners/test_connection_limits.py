@@ -19,7 +19,8 @@ import pytest
 import trio
 from prometheus_client import CollectorRegistry
 
-from gateway.listeners.connection import BUFFERED, Connection, Limits
+from gateway.listeners.connection import Connection, Limits
+from gateway.listeners.limits import BUFFERED
 from gateway.listeners.serve import ListenerInfo, serve_protocol
 from gateway.metrics import Metrics
 from protocols._wire import CONNECTION_CLOSED, NEED_DATA, ConnectionClosed, NeedData, Receiver
