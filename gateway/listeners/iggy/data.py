@@ -30,6 +30,8 @@ from gateway.model import (
     OffsetOutOfRange,
     OffsetSpec,
     Read,
+    ReadResult,
+    Topic,
     UnknownPartition,
 )
 from gateway.translate.iggy import requests as tr
@@ -167,6 +169,19 @@ async def _poll(
         return fm.PolledMessages(partition_id=tr.NO_PARTITION, current_offset=0)
     wire_partition = partition + s.partition_shift
     topic = found.name
+    if cmd.count and cmd.strategy.kind in _START_WITHOUT_END:
+        # Read first: a poll that finds messages needs no ListOffsets (the read's high
+        # watermark is the current offset); any other outcome is answered as below.
+        first = await _start(s, cmd, group, found, partition, 0)
+        assert first is not None  # (only TIMESTAMP may find no start)
+        try:
+            result = await s.router.execute(_read(s, topic, partition, first, cmd.count), s.ctx)
+        except OffsetOutOfRange:
+            result = None
+        if result is not None and result.batches:
+            reply, last = await _reply(s, cmd, view, group, topic, partition, first, result)
+            if last is not None:
+                return reply
     latest = await s.router.execute(
         ListOffsets(topic=topic, partition=partition, spec=OffsetSpec.LATEST), s.ctx
     )
@@ -175,14 +190,7 @@ async def _poll(
     start = await _start(s, cmd, group, found, partition, end)
     if start is None or cmd.count == 0 or start >= end:
         return fm.PolledMessages(partition_id=wire_partition, current_offset=current)
-    read = Read(
-        topic=topic,
-        partition=partition,
-        offset=start,
-        max_messages=cmd.count,
-        max_bytes=s.service.settings.max_poll_bytes,
-        whole_batches=True,  # stored Iggy batches are trimmed by restamping, not decoding
-    )
+    read = _read(s, topic, partition, start, cmd.count)
     try:
         result = await s.router.execute(read, s.ctx)
     except OffsetOutOfRange as exc:
@@ -190,7 +198,39 @@ async def _poll(
             return fm.PolledMessages(partition_id=wire_partition, current_offset=current)
         start = exc.log_start
         result = await s.router.execute(replace(read, offset=start), s.ctx)
-    reply, last = _polled(s, result.batches, start, cmd.count, wire_partition)
+    reply, _ = await _reply(s, cmd, view, group, topic, partition, start, result)
+    return reply
+
+
+# Polling strategies whose start does not depend on the partition's end (LAST counts back from
+# it; TIMESTAMP is looked up).
+_START_WITHOUT_END = frozenset((PollingKind.OFFSET, PollingKind.FIRST, PollingKind.NEXT))
+
+
+def _read(s: Session, topic: Topic, partition: int, start: int, count: int) -> Read:
+    return Read(
+        topic=topic,
+        partition=partition,
+        offset=start,
+        max_messages=count,
+        max_bytes=s.service.settings.max_poll_bytes,
+        whole_batches=True,  # stored Iggy batches are trimmed by restamping, not decoding
+    )
+
+
+async def _reply(
+    s: Session,
+    cmd: fm.PollMessages,
+    view: GroupView | None,
+    group: str,
+    topic: Topic,
+    partition: int,
+    start: int,
+    result: ReadResult,
+) -> tuple[fm.PolledMessages, int | None]:
+    """The reply with what ``result`` read from ``start``, and the offset of its last message
+    (None: it has none), auto-committed when asked."""
+    reply, last = _polled(s, result.batches, start, cmd.count, partition + s.partition_shift)
     if cmd.auto_commit and last is not None:
         generation, member = view.fence(s.client.client_id) if view is not None else (-1, "")
         await s.router.execute(
@@ -198,7 +238,7 @@ async def _poll(
                          generation=generation, member_id=member),
             s.ctx,
         )  # fmt: skip
-    return replace(reply, current_offset=tr.current_offset(result.high_watermark))
+    return replace(reply, current_offset=tr.current_offset(result.high_watermark)), last
 
 
 def _polled(

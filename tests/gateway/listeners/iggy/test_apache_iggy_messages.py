@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+import trio
 from apache_iggy import (
     Consumer,
     HeaderKey,
@@ -17,6 +18,11 @@ from apache_iggy import (
 from xxhash import xxh32_intdigest
 
 from gateway.app import Running
+from protocols.iggy import CreateStream, CreateTopic, Era, PurgeTopic, SendMessages
+from protocols.iggy.frames_messages import Message
+from protocols.iggy.identifiers import PartitionId, PollingKind
+from protocols.iggy.identifiers import PollingStrategy as WireStrategy
+from tests.helpers.iggy_wire import IggyWire
 
 from .conftest import (
     GROUP,
@@ -282,3 +288,44 @@ async def test_consumer_group_offsets(gateway: Running) -> None:
         assert await get_offset(client, on_one) is None
 
     await run_iggy(gateway, scenario)
+
+
+async def test_poll_replies_carry_the_partition_s_current_offset(gateway: Running) -> None:
+    """Whatever a poll finds, its reply's current_offset is the partition's last offset (§6.3):
+    a poll that finds messages is answered from its read alone, one that finds none (at or past
+    the end, below the log start after a purge) from the partition's end."""
+
+    def strategy(kind: PollingKind, value: int = 0) -> WireStrategy:
+        return WireStrategy(kind=kind, value=value)
+
+    with trio.fail_after(20):
+        wire = await IggyWire.logged_in(gateway, Era.C)
+        await wire.ok(CreateStream(name="current"))
+        await wire.ok(CreateTopic(stream_id="current", name="t", partitions_count=1))
+        messages = tuple(Message(id=i + 1, payload=b"m%d" % i) for i in range(10))
+        await wire.ok(SendMessages(stream_id="current", topic_id="t",
+                                   partitioning=PartitionId(id=0), messages=messages))  # fmt: skip
+
+        async def polled(
+            kind: PollingKind, value: int = 0, count: int = 4
+        ) -> tuple[int, list[int]]:
+            body = await wire.poll("current", "t", 0, strategy=strategy(kind, value), count=count)
+            return body.current_offset, [m.offset for m in body.messages]
+
+        assert await polled(PollingKind.OFFSET, 3) == (9, [3, 4, 5, 6])
+        assert await polled(PollingKind.FIRST) == (9, [0, 1, 2, 3])
+        assert await polled(PollingKind.NEXT) == (9, [0, 1, 2, 3])  # nothing stored
+        assert await polled(PollingKind.LAST, count=2) == (9, [8, 9])
+        assert await polled(PollingKind.OFFSET, 9) == (9, [9])
+        assert await polled(PollingKind.OFFSET, 10) == (9, [])  # at the end
+        assert await polled(PollingKind.OFFSET, 500) == (9, [])  # past it
+        assert await polled(PollingKind.OFFSET, 3, count=0) == (9, [])
+
+        await wire.ok(PurgeTopic(stream_id="current", topic_id="t"))
+        assert await polled(PollingKind.FIRST) == (9, [])  # below the log start, nothing after
+        more = tuple(Message(id=20 + i, payload=b"n%d" % i) for i in range(2))
+        await wire.ok(SendMessages(stream_id="current", topic_id="t",
+                                   partitioning=PartitionId(id=0), messages=more))  # fmt: skip
+        assert await polled(PollingKind.FIRST) == (11, [10, 11])
+        assert await polled(PollingKind.OFFSET, 0) == (11, [10, 11])
+        await wire.aclose()
