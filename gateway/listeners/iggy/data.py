@@ -169,6 +169,7 @@ async def _poll(
         return fm.PolledMessages(partition_id=tr.NO_PARTITION, current_offset=0)
     wire_partition = partition + s.partition_shift
     topic = found.name
+    first: int | None = None  # the start, when found before the partition's end
     if cmd.count and cmd.strategy.kind in _START_WITHOUT_END:
         # Read first: a poll that finds messages needs no ListOffsets (the read's high
         # watermark is the current offset); any other outcome is answered as below.
@@ -187,7 +188,7 @@ async def _poll(
     )
     end = latest.offset or 0
     current = tr.current_offset(end)
-    start = await _start(s, cmd, group, found, partition, end)
+    start = first if first is not None else await _start(s, cmd, group, found, partition, end)
     if start is None or cmd.count == 0 or start >= end:
         return fm.PolledMessages(partition_id=wire_partition, current_offset=current)
     read = _read(s, topic, partition, start, cmd.count)
