@@ -17,7 +17,7 @@ import contextlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote
 
 import structlog
 import trio
@@ -112,6 +112,14 @@ class Options:
     sasl: SaslLogin | None = None  # SASL on every broker connection (kafka.sasl)
 
 
+def _authority(rest: str) -> tuple[str, str]:
+    """What follows ``scheme://``: its authority (up to the first "/", "?" or "#", as in
+    urlsplit) and its query."""
+    rest = rest.partition("#")[0]
+    end = min((i for i in map(rest.find, "/?") if i >= 0), default=len(rest))
+    return rest[:end], rest[end:].partition("?")[2]
+
+
 _SECONDS = {
     "request_timeout_ms": "request_timeout_s",
     "connect_timeout_ms": "connect_timeout_s",
@@ -124,11 +132,15 @@ def parse_url(url: str) -> tuple[list[tuple[str, int]], Options]:
     """``kafka://h1:p1,h2:p2?k=v`` (``kafkas://`` or ``?tls=1``: TLS, options as in
     ``backends.tls``) -> the bootstrap servers and the options. Errors show the URL masked."""
     shown = shown_url(url)
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    if scheme not in ("kafka", "kafkas") or not parts.netloc:
+    # Split by hand: a list of servers is not one URL authority, and urlsplit refuses one with
+    # a bracketed IPv6 address after the first server ("a:1,[::1]:2": Python 3.11.4 and later,
+    # and Debian's 3.11.2, check that nothing comes before a bracket).
+    scheme, sep, rest = url.partition("://")
+    scheme = scheme.lower()
+    netloc, options = _authority(rest)
+    if not sep or scheme not in ("kafka", "kafkas") or not netloc:
         raise BackendUrlError(f"not a kafka://host:port URL: {shown!r}")
-    userinfo, _, hosts = parts.netloc.rpartition("@")
+    userinfo, _, hosts = netloc.rpartition("@")
     servers = []
     for item in hosts.split(","):
         host, _, port = item.rpartition(":")
@@ -136,7 +148,7 @@ def parse_url(url: str) -> tuple[list[tuple[str, int]], Options]:
             raise BackendUrlError(f"kafka URL server {item!r} is not host:port")
         servers.append((host.strip("[]"), int(port)))
     try:
-        query = parse_qsl(parts.query, strict_parsing=bool(parts.query))
+        query = parse_qsl(options, strict_parsing=bool(options))
     except ValueError:
         raise BackendUrlError("kafka URL options are not name=value pairs") from None
     values: dict[str, Any] = {}
