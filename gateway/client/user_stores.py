@@ -320,14 +320,18 @@ def local_users(args: argparse.Namespace) -> LocalUsers:
 
 
 def iggy_target(url: str, args: argparse.Namespace) -> tuple[str, int, str, str]:
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # (a port that is not a number raises here)
+    except ValueError:
+        raise ClientError("--url: expected iggy://user@host:port (not a valid URL)") from None
     if parts.scheme != "iggy" or not parts.hostname:
         raise ClientError(f"--url: expected iggy://user@host:port, got {parts.scheme}://...")
     user = unquote(parts.username or "iggy")
     password = unquote(parts.password) if parts.password is not None else None
     if password is None:
         password = login_password(args, user)
-    return parts.hostname, parts.port or 8090, user, password
+    return parts.hostname, port or 8090, user, password
 
 
 __all__ = [

@@ -87,7 +87,10 @@ def parse_url(url: str) -> IggyTarget:
     ``cert``/``key``, ``server_name``, ``verify``: ``backends.tls``). Errors show the URL
     masked (a token too)."""
     shown = shown_url(url)
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # a bracket that does not hold an IPv6 address
+        raise BackendUrlError(f"not a valid URL: {shown!r}") from None
     if parts.scheme.lower() != "iggy" or not parts.hostname:
         raise BackendUrlError(f"expected iggy://user:password@host:port, not {shown!r}")
     try:

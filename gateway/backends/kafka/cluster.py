@@ -132,9 +132,9 @@ def parse_url(url: str) -> tuple[list[tuple[str, int]], Options]:
     """``kafka://h1:p1,h2:p2?k=v`` (``kafkas://`` or ``?tls=1``: TLS, options as in
     ``backends.tls``) -> the bootstrap servers and the options. Errors show the URL masked."""
     shown = shown_url(url)
-    # Split by hand: a list of servers is not one URL authority, and urlsplit refuses one with
-    # a bracketed IPv6 address after the first server ("a:1,[::1]:2": Python 3.11.4 and later,
-    # and Debian's 3.11.2, check that nothing comes before a bracket).
+    # Split by hand: a list of servers is not one URL authority, and urlsplit may refuse one
+    # with a bracketed IPv6 address after the first server ("a:1,[::1]:2": Debian's 3.11.2,
+    # patched, checks that nothing comes before a bracket; CPython 3.11.7-3.13.0 do not).
     scheme, sep, rest = url.partition("://")
     scheme = scheme.lower()
     netloc, options = _authority(rest)
@@ -143,10 +143,14 @@ def parse_url(url: str) -> tuple[list[tuple[str, int]], Options]:
     userinfo, _, hosts = netloc.rpartition("@")
     servers = []
     for item in hosts.split(","):
-        host, _, port = item.rpartition(":")
-        if not host or not port.isdigit():
+        if item.startswith("["):  # [IPv6]:port
+            host, sep, port = item[1:].partition("]:")
+            host = host if sep else ""
+        else:
+            host, _, port = item.rpartition(":")
+        if not host or "[" in host or "]" in host or not port.isdigit():
             raise BackendUrlError(f"kafka URL server {item!r} is not host:port")
-        servers.append((host.strip("[]"), int(port)))
+        servers.append((host, int(port)))
     try:
         query = parse_qsl(options, strict_parsing=bool(options))
     except ValueError:

@@ -123,7 +123,10 @@ def parse_url(url: str) -> Settings:
     port 5551 by default) or ``?tls=1``; TLS options as in ``backends.tls``. Errors show the
     URL with its password masked."""
     shown = shown_url(url)
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # a bracket that does not hold an IPv6 address
+        raise BackendUrlError(f"not a valid URL: {shown!r}") from None
     scheme = parts.scheme.lower()
     try:
         host, port = parts.hostname, parts.port

@@ -246,15 +246,17 @@ def test_urls() -> None:
     servers, options = parse_url("kafka://a:1,[::1]:2?client_id=x&request_timeout_ms=2500")
     assert servers == [("a", 1), ("::1", 2)]
     assert (options.client_id, options.request_timeout_s, options.tansu) == ("x", 2.5, False)
-    # Any number of servers, bracketed IPv6 ones anywhere (urlsplit refuses "a:1,[::1]:2"
-    # on Python 3.11.4+ and Debian's 3.11.2), credentials, a path and a fragment.
+    # Any number of servers, bracketed IPv6 ones anywhere (Debian's patched urlsplit refuses
+    # "a:1,[::1]:2"), credentials, a path and a fragment.
     servers, options = parse_url("kafkas://u:p%40ss@[::1]:1,b:2,[fe80::2]:3/?broker=tansu#x")
     assert servers == [("::1", 1), ("b", 2), ("fe80::2", 3)]
     assert options.tansu and options.tls is not None and options.sasl is not None
     assert (options.sasl.username, options.sasl.password) == ("u", "p@ss")
     assert isinstance(create_backend("kafka://127.0.0.1:9092?broker=tansu"), KafkaBackend)
     for bad in ("kafka://", "kafka://host", "kafka://h:1?nope=1", "kafka://h:1?broker=x",
-                "kafka://h:1?request_timeout_ms=soon"):  # fmt: skip
+                "kafka://h:1?request_timeout_ms=soon", "kafka://[::1", "kafka://[::1]",
+                "kafka://a[::1]:2", "kafka://[::1]x:2", "rabbitmq-stream://[::1",
+                "rabbitmq-stream://a[::1]:5552", "iggy://[::1"):  # fmt: skip
         with pytest.raises(BackendUrlError):
             create_backend(bad)
 
