@@ -39,7 +39,14 @@ import trio
 from prometheus_client import Gauge
 
 from gateway.access_log import AccessLog, Client
-from gateway.gathered import WAKE_WHOLE_FROM, ExactReads, WakeWhole, WriteThrough, read_now
+from gateway.gathered import (
+    WAKE_WHOLE_FROM,
+    ExactReads,
+    QuickAck,
+    WakeWhole,
+    WriteThrough,
+    read_now,
+)
 from gateway.histograms import Observer
 from gateway.listeners.limits import BUFFERED, BUFFERED_FLOOR, Limits
 from gateway.metrics import Metrics
@@ -223,6 +230,7 @@ class Connection:
         # A big frame's rest in one receive, not one per burst of segments (each a pass through
         # trio's loop).
         self._wake = WakeWhole(stream)
+        self._quick_ack = QuickAck(stream)
         self._awaited = 0  # what this connection counts in BUFFERED.awaited
         self._reads = ExactReads(
             self._wake.settable, between=_RECEIVE_BYTES, within=_RECEIVE_MID_FRAME_BYTES,
@@ -348,8 +356,10 @@ class Connection:
             self._hold(buffered)  # frames handled since the last read
         if not buffered:
             self._frame_started = None
-        elif buffered <= last_size or self._frame_started is None:
-            self._frame_started = last_at
+        else:
+            if buffered <= last_size or self._frame_started is None:
+                self._frame_started = last_at
+            self._quick_ack.now()  # the rest may be held back for the acknowledgement
         self._feeding = codec
         self._await(min(codec.missing, _RECEIVE_REST_BYTES) if buffered else 0)
         size = self._reads.size(codec)

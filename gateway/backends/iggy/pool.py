@@ -24,6 +24,7 @@ from gateway import __version__
 from gateway.backends.base import Retries
 from gateway.backends.tls import TlsClient
 from gateway.backends.watchdog import Watchdog
+from gateway.gathered import QuickAck
 from gateway.model import (
     BackendUnavailable,
     GatewayError,
@@ -86,6 +87,9 @@ class Connection:
         self.socket = socket
         self.codec = IggyClientCodec(max_frame_size=max_frame_size)
         self.generation = 0
+        # An Iggy server leaves Nagle's algorithm on unless configured otherwise: the tail of
+        # a reply would wait for the acknowledgement of what came before it.
+        self._quick_ack = QuickAck(stream)
 
     async def call(self, command: Command) -> IggyReply:
         try:
@@ -97,6 +101,8 @@ class Connection:
             while True:
                 reply = self.codec.next_reply()
                 if reply is NEED_DATA:
+                    if self.codec.buffered:
+                        self._quick_ack.now()
                     chunk = await self.stream.receive_some(_RECEIVE_BYTES)
                     if chunk:
                         self.codec.receive_data(bytes(chunk))

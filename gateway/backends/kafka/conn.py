@@ -26,6 +26,7 @@ import trio
 
 from gateway.backends.tls import TlsClient
 from gateway.backends.watchdog import Watchdog
+from gateway.gathered import QuickAck
 from gateway.model import BackendUnavailable, GatewayError, Timeout
 from protocols._wire import CONNECTION_CLOSED, NEED_DATA, ProtocolError
 from protocols.kafka.framing import KafkaClientCodec
@@ -49,6 +50,7 @@ class BrokerConnection:
         self._watchdog = watchdog
         self._stream = stream
         self._codec = codec
+        self._quick_ack = QuickAck(stream)  # for a broker that leaves Nagle's algorithm on
         self._pending: dict[int, _Pending] = {}
         self._abandoned: set[int] = set()
         self._send_lock = trio.StrictFIFOLock()
@@ -77,6 +79,8 @@ class BrokerConnection:
             try:
                 response = codec.next_response()
                 if response is NEED_DATA:
+                    if codec.buffered:
+                        self._quick_ack.now()  # its tail may wait for the acknowledgement
                     data = await self._stream.receive_some(_RECEIVE_BYTES)
                     if data:
                         codec.receive_data(bytes(data))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import socket
 import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -58,14 +59,19 @@ class SizedCodec(Receiver):
 
 RECEIVES: list[int] = []  # how many receives each frame took (a test clears it first)
 READS: list[int] = []  # the size of each read (a test clears it first)
+CONNECTIONS: list[Connection] = []  # each connection handled (a test clears it first)
+MID_FRAME_WAITS: list[int] = []  # the size held at each wait for the rest of a frame (ditto)
 
 
 async def handle(conn: Connection) -> None:
+    CONNECTIONS.append(conn)
     codec = SizedCodec(FULL)
     receives = 0
     while True:
         frame = codec.next_frame()
         if frame is NEED_DATA:
+            if codec.buffered:
+                MID_FRAME_WAITS.append(codec.buffered)
             await conn.feed(codec)
             receives += 1
             continue
@@ -341,6 +347,45 @@ async def test_the_rest_of_a_big_frame_is_received_in_one_wake() -> None:
                 assert await answers(stream, 1) == b"ok 5\n"
             assert len(RECEIVES) == 2 and RECEIVES[0] <= 4 and RECEIVES[1] <= 2
             assert BUFFERED.awaited == 0  # no longer waited for
+
+
+def _quick_ack(sock: trio.socket.SocketType) -> int:
+    """1 while the socket acknowledges at once, 0 in Linux's interactive mode, where it delays
+    the acknowledgement of what it received to send it with its answer."""
+    return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK)
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_QUICKACK"), reason="Linux's TCP_QUICKACK")
+async def test_a_frame_begun_is_acknowledged_at_once() -> None:
+    """A client with Nagle's algorithm on (apache-iggy's) holds the tail of a write back until
+    what it sent is acknowledged, and a connection whose requests are answered at once is
+    in Linux's interactive mode, which delays that acknowledgement (up to 40 ms per frame).
+    While a frame is incomplete the listener acks at once: by the time it waits for the rest,
+    its socket has left that mode (it would leave it anyway when the delayed ACK goes out, so
+    without the quick ack this could pass only on a machine stalled for that long)."""
+    with trio.fail_after(10):
+        async with listening(authenticates=False) as lst:
+            CONNECTIONS.clear()
+            stream = await lst.connect()
+            async with stream:
+                await stream.send_all(frame(b"a" * 100))
+                await answers(stream, 1)
+                server_stream = CONNECTIONS[0].stream
+                assert isinstance(server_stream, trio.SocketStream)
+                server = server_stream.socket
+                for _ in range(50):  # a few exchanges put it in the interactive mode
+                    if not _quick_ack(server):
+                        break
+                    await stream.send_all(frame(b"b" * 100))
+                    await answers(stream, 1)
+                assert _quick_ack(server) == 0
+                head = frame(b"c" * 100)
+                MID_FRAME_WAITS.clear()
+                await stream.send_all(head[:50])
+                await eventually(lambda: bool(MID_FRAME_WAITS))  # (trio: it waits now)
+                assert _quick_ack(server) == 1
+                await stream.send_all(head[50:])
+                assert await answers(stream, 1) == b"ok 100\n"
 
 
 async def test_after_a_big_frame_reads_end_where_frames_do() -> None:
