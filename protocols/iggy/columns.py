@@ -13,6 +13,8 @@ import struct
 from array import array
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
+from operator import itemgetter
+from typing import Any
 
 from xxhash import xxh3_64_digest
 
@@ -28,6 +30,8 @@ _NO_RESERVED = bytes(8)
 # Batches of up to this many frames have their slices and indexes kept, for 8 / 16 shapes: at most
 # ~0.7 MB of slice objects per shape.
 _CACHED_COUNT = 10_000
+# Frames up to this size are hashed from copies, bigger ones from views of the batch.
+_COPIED_STRIDE = 512
 
 
 class UniformFrames:
@@ -66,11 +70,19 @@ class UniformFrames:
     def verified_checksums(self) -> bytes | None:
         """``checksums()`` when every frame's is the XXH3 of its bytes after the checksum
         (§6.1), else None."""
-        view = memoryview(self.data)
-        hashed = _hashed_slices(self.start, self.stride, self.count)
+        start, stride, count = self.start, self.stride, self.count
+        if 1 < count <= _CACHED_COUNT:
+            # Every frame cut out in one C call: from a view, or as bytes when frames are small
+            # (a copy of a few hundred bytes costs less than making a view). 1,000 frames: 56
+            # us at 100 bytes, 96 at 1 KiB, where a view a frame through map() took 87 and 104.
+            source = self.data if stride <= _COPIED_STRIDE else memoryview(self.data)
+            frames = _cached_getter(start, stride, count)(source)
+        else:
+            view = memoryview(self.data)
+            frames = map(view.__getitem__, _hashed_slices(start, stride, count))
         # Digests as bytes (big-endian), each turned round in one C call: no int per message
         # (making and packing 1,000 64-bit ints cost 0.1 us a message, as much as hashing 1 KiB).
-        digests = array("Q", b"".join(map(xxh3_64_digest, map(view.__getitem__, hashed))))
+        digests = array("Q", b"".join(map(xxh3_64_digest, frames)))
         digests.byteswap()  # to little-endian, as the checksums are on the wire (any host)
         checksums = self.checksums()
         return checksums if digests.tobytes() == checksums else None
@@ -132,6 +144,13 @@ def _slices(start: int, stride: int, count: int) -> Iterator[slice]:
 @lru_cache(maxsize=8)
 def _cached_slices(start: int, stride: int, count: int) -> tuple[slice, ...]:
     return tuple(_slices(start, stride, count))
+
+
+@lru_cache(maxsize=8)
+def _cached_getter(start: int, stride: int, count: int) -> itemgetter[Any]:
+    """Each frame after its checksum, all of them in one call (``count`` > 1: a getter of one
+    item returns it bare)."""
+    return itemgetter(*_cached_slices(start, stride, count))
 
 
 @lru_cache(maxsize=16)

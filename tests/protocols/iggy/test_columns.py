@@ -128,6 +128,23 @@ def test_a_bad_frame_in_a_table_is_refused_as_frame_by_frame(
     assert info.value.hint == status
 
 
+@pytest.mark.parametrize(("count", "size"), [(1, 30), (2, 30), (40, 100), (3, 600), (3, 2000)])
+def test_every_frame_is_hashed_however_it_is_cut_out(count: int, size: int) -> None:
+    """Small frames are hashed from copies, big ones from views of the batch, a lone frame on
+    its own: a good batch passes as a table, and the last byte of the last frame changed is
+    the wrong checksum of that message."""
+    good = _uniform(count, size)
+    frames = uniform_frames(good, BATCH_HEADER_SIZE, len(good), count)
+    assert frames is not None and frames.verified_checksums() == frames.checksums()
+    assert _Scan.of_table(good, BATCH_HEADER_SIZE, len(good), count) is not None
+    data = bytearray(good)
+    data[_frame_at(count, size, False) - 1] ^= 1
+    broken = uniform_frames(bytes(data), BATCH_HEADER_SIZE, len(data), count)
+    assert broken is not None and broken.verified_checksums() is None
+    with pytest.raises(RemoteProtocolError, match=f"message {999 + count} has a wrong checksum"):
+        scan_sent_batch(Reader(bytes(data)))
+
+
 def test_the_first_bad_frame_is_named() -> None:
     data = bytearray(_uniform(6, 8))
     data[_frame_at(4, 8, False) + 44] = 1  # reserved, later frame
