@@ -46,6 +46,7 @@ from gateway.gathered import (
     WakeWhole,
     WriteThrough,
     read_now,
+    unthrottle_sends,
 )
 from gateway.histograms import Observer
 from gateway.listeners.limits import BUFFERED, BUFFERED_FLOOR, Limits
@@ -231,6 +232,7 @@ class Connection:
         # trio's loop).
         self._wake = WakeWhole(stream)
         self._quick_ack = QuickAck(stream)
+        unthrottle_sends(stream)  # a big reply in one write
         self._awaited = 0  # what this connection counts in BUFFERED.awaited
         self._reads = ExactReads(
             self._wake.settable, between=_RECEIVE_BYTES, within=_RECEIVE_MID_FRAME_BYTES,

@@ -24,7 +24,7 @@ from gateway import __version__
 from gateway.backends.base import Retries
 from gateway.backends.tls import TlsClient
 from gateway.backends.watchdog import Watchdog
-from gateway.gathered import QuickAck
+from gateway.gathered import QuickAck, unthrottle_sends
 from gateway.model import (
     BackendUnavailable,
     GatewayError,
@@ -131,6 +131,7 @@ async def open_connection(target: IggyTarget, max_frame_size: int) -> Connection
         tcp = await trio.open_tcp_stream(target.host, target.port)
     except OSError as exc:
         raise BackendUnavailable(f"iggy server {target} unreachable: {exc}") from None
+    unthrottle_sends(tcp)  # a big send in one write
     conn = Connection(tcp, tcp.socket, max_frame_size)
     ok = False
     try:

@@ -26,7 +26,7 @@ import trio
 
 from gateway.backends.tls import TlsClient
 from gateway.backends.watchdog import Watchdog
-from gateway.gathered import QuickAck
+from gateway.gathered import QuickAck, unthrottle_sends
 from gateway.model import BackendUnavailable, GatewayError, Timeout
 from protocols._wire import CONNECTION_CLOSED, NEED_DATA, ProtocolError
 from protocols.kafka.framing import KafkaClientCodec
@@ -166,6 +166,7 @@ async def open_connection(
     try:
         with watchdog.bound(timeout_s) as scope:
             tcp = await trio.open_tcp_stream(host, port)
+            unthrottle_sends(tcp)  # a big Produce in one write
             try:
                 stream = tcp if tls is None else await tls.wrap(tcp, host, port)
             finally:

@@ -18,6 +18,7 @@ from gateway.backends.rabbitmq_stream.conn import (
     check,
 )
 from gateway.backends.watchdog import Watchdog
+from gateway.gathered import unthrottle_sends
 from gateway.model import BackendUnavailable, InvalidCredentials
 from protocols import rabbitmq_stream as rs
 from protocols._wire import RemoteProtocolError
@@ -64,6 +65,7 @@ async def connect(settings: Settings, watchdog: Watchdog, name: str = "streamgat
     try:
         with watchdog.bound(settings.connect_timeout_s):
             tcp = await trio.open_tcp_stream(settings.host, settings.port)
+            unthrottle_sends(tcp)  # a big Publish in one write
             stream: trio.abc.Stream = tcp
             try:
                 if settings.tls is not None:

@@ -5,13 +5,15 @@ And a small rest of a frame is read at once when it has come (``read_now``)."""
 
 from __future__ import annotations
 
+import os
 import socket
 
+import pytest
 import trio
 import trio.testing
 from prometheus_client import CollectorRegistry
 
-from gateway.gathered import WriteThrough, read_now
+from gateway.gathered import SEND_LOWAT, WriteThrough, read_now
 from gateway.listeners.connection import Connection, Limits
 from gateway.listeners.serve import _writer
 from gateway.metrics import Metrics
@@ -109,3 +111,36 @@ async def test_read_now_takes_what_has_come_and_nothing_more() -> None:
             assert read_now(server, 10) is None
             await client.send_eof()
             assert read_now(server, 10) == b""  # the end of the stream
+
+
+async def _tcp_pair() -> tuple[trio.SocketStream, trio.SocketStream]:
+    listener = (await trio.open_tcp_listeners(0, host="127.0.0.1"))[0]
+    async with listener:
+        port = listener.socket.getsockname()[1]
+        client = await trio.open_tcp_stream("127.0.0.1", port)
+        server = await listener.accept()
+    assert isinstance(server, trio.SocketStream)
+    return server, client
+
+
+def _unsent_allowed(stream: trio.SocketStream) -> int:
+    return stream.socket.getsockopt(socket.IPPROTO_TCP, socket.TCP_NOTSENT_LOWAT)
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_NOTSENT_LOWAT"), reason="TCP_NOTSENT_LOWAT")
+async def test_a_big_frame_goes_into_the_socket_in_one_write() -> None:
+    """trio holds every socket stream to 16 KiB unsent (TCP_NOTSENT_LOWAT); a connection lifts
+    that, so a reply of 512 KiB to a client that has not read yet is taken by one write (what
+    the peer's window allows sent, the rest kept by the kernel), not handed to the writer to go
+    out in window-sized pieces, a wake each."""
+    server, client = await _tcp_pair()
+    async with server, client:
+        assert _unsent_allowed(server) == 16 << 10  # trio's
+        conn, queue = _connection(server)
+        assert _unsent_allowed(server) == SEND_LOWAT
+        body = os.urandom(512 << 10)
+        with trio.fail_after(_STEP_S):
+            await conn.send(Gather([b"head", memoryview(body)], 4 + len(body)))
+            assert conn.through.queued == 0
+            assert queue.statistics().current_buffer_used == 0
+            assert await _received(client, 4 + len(body)) == b"head" + body
