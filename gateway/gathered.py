@@ -41,6 +41,13 @@ def socket_of(stream: trio.abc.Stream) -> trio.socket.SocketType | None:
     return stream.socket if isinstance(stream, trio.SocketStream) else None
 
 
+def _tcp_socket(stream: trio.abc.Stream) -> trio.socket.SocketType | None:
+    """The socket under a plain stream or under TLS (for its options, never for its bytes)."""
+    if isinstance(stream, trio.SSLStream):
+        stream = stream.transport_stream
+    return socket_of(stream)
+
+
 def coalesced(pieces: Iterable[Piece]) -> list[Piece]:
     """The pieces for one gathering write, runs of small ones joined, empty ones left out."""
     out: list[Piece] = []
@@ -190,10 +197,7 @@ class QuickAck:
     __slots__ = ("_socket",)
 
     def __init__(self, stream: trio.abc.Stream) -> None:
-        if isinstance(stream, trio.SSLStream):
-            stream = stream.transport_stream
-        sock = socket_of(stream)
-        self._socket = sock if _TCP_QUICKACK else None
+        self._socket = _tcp_socket(stream) if _TCP_QUICKACK else None
 
     def now(self) -> None:
         if self._socket is None:
@@ -219,9 +223,7 @@ _TCP_NOTSENT_LOWAT: int = getattr(socket, "TCP_NOTSENT_LOWAT", 0)  # (0: none he
 def unthrottle_sends(stream: trio.abc.Stream) -> None:
     """Let the socket under ``stream`` (plain, or under TLS) take up to ``SEND_LOWAT`` unsent
     bytes, a whole big frame in one write."""
-    if isinstance(stream, trio.SSLStream):
-        stream = stream.transport_stream
-    sock = socket_of(stream)
+    sock = _tcp_socket(stream)
     if sock is None or not _TCP_NOTSENT_LOWAT:
         return
     with contextlib.suppress(OSError):  # (not a TCP socket: nothing to lift)
